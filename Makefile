@@ -1,0 +1,38 @@
+# brokertrace — see README.md. Every target installs what it needs.
+SHELL := /bin/bash
+GO ?= go
+export CGO_ENABLED := 0
+export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
+
+# Debian packages the build, demo and tests need; installed when missing.
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc tcpdump ethtool \
+	nats-server
+
+.PHONY: all build deps generate check-generated test bench demo clean
+
+all: build
+
+deps:
+	@missing=""; for p in $(APT_PKGS); do \
+		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build:
+	$(GO) build -trimpath -o bin/brokertrace ./cmd/brokertrace
+
+generate: deps
+	$(GO) generate ./probes/...
+
+test: deps build
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+
+clean:
+	rm -rf bin

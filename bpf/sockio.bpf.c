@@ -1,0 +1,649 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * sockio: find message markers in the bytes a target process moves through
+ * its TCP sockets, without letting payload bytes leave the kernel.
+ *
+ * Two hook paths, chosen by the loader:
+ *
+ *  - sock: tp_btf on sock:sock_recv_length / sock:sock_send_length (Linux
+ *    6.3+). They fire only for socket I/O, after the data was copied to or
+ *    from the user's buffers. The buffers themselves are found through the
+ *    system call's arguments in the task's saved user registers
+ *    (bpf_task_pt_regs), so no system-call hook is needed and processes that
+ *    do no socket I/O pay nothing.
+ *
+ *  - syscalls: raw_tp on raw_syscalls:sys_exit, for older kernels. Every
+ *    system call of every process pays for the hook; the program returns at
+ *    once for other processes and other system calls, and resolves the file
+ *    descriptor to its socket itself.
+ *
+ * Both end in scan_call(), which walks the call's buffers (one buffer or an
+ * iovec array) in chunks, copies each chunk into a per-CPU scratch buffer,
+ * and scans it word by word for the marker's first byte. Markers split across
+ * chunks, iovecs or calls are found through a per-socket carry of the last
+ * bytes that could begin a marker.
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+#include "sockio.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set by the loader before the program is loaded. */
+const volatile __u32 targ_tgid = 0;
+const volatile __u32 scan_limit = 256 * 1024; /* bytes scanned per call at most */
+
+#define SCAN_CHUNK 16384 /* bytes copied and scanned per step */
+#define HEAD 24         /* room in front of a chunk for the carried bytes */
+#define MAX_STEPS 512   /* chunks + iovec entries per call */
+#define MAX_IOV 256     /* iovec entries examined per call */
+#define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
+#define NPAIRS ((HEAD + SCAN_CHUNK) / 16 + 1)
+
+#define AF_INET 2
+#define AF_INET6 10
+#define IPPROTO_TCP 6
+#define SOCK_STREAM 1
+#define S_IFMT 00170000
+#define S_IFSOCK 0140000
+#define MSG_PEEK 0x2
+#define MSG_TRUNC 0x20
+#define MSG_ERRQUEUE 0x2000
+#define PF_IO_WORKER 0x00000010
+#define PF_KTHREAD 0x00200000
+
+/* x86_64 system call numbers (the ABI; fixed). */
+#define NR_read 0
+#define NR_write 1
+#define NR_readv 19
+#define NR_writev 20
+#define NR_sendto 44
+#define NR_recvfrom 45
+#define NR_sendmsg 46
+#define NR_recvmsg 47
+#define NR_preadv2 327
+#define NR_pwritev2 328
+
+/* Per-CPU working state of the call being scanned. Tracepoint programs do
+ * not nest on a CPU (the kernel counts a recursion as a miss, which the
+ * loader reports), so one slot per CPU is enough. */
+struct scan_ctx {
+	union {
+		__u8 buf[BUF_SIZE];
+		__u64 words[BUF_SIZE / 8]; /* aligned 8-byte loads for the scan */
+	};
+	__u64 carry[3];  /* last bytes of the stream so far, right-aligned */
+	__u32 carry_len; /* how many of them may begin a marker (0..19) */
+	__u32 seg_base;  /* offset of the current chunk within the call's bytes */
+	/* Walk over the call's buffers, advanced by scan_step(). */
+	__u64 iov;       /* user address of the iovec array (vectored calls) */
+	__u64 iovcnt;    /* its length */
+	__u64 ptr;       /* user address of the next byte to scan */
+	__u64 left;      /* bytes left in the current buffer */
+	__u32 remaining; /* bytes left to scan in the call */
+	__u32 done;      /* bytes scanned so far */
+	__u32 iov_idx;   /* next iovec entry */
+	__u32 fault;     /* user memory could not be read */
+	struct bt_event ev;
+};
+
+struct carry_key {
+	__u64 sock;
+	__u32 dir;
+	__u32 _pad;
+};
+
+struct carry_val {
+	__u64 bytes[3];
+	__u32 len;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct scan_ctx);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct bt_stats);
+} stats SEC(".maps");
+
+/* Partial markers waiting for the rest of their bytes, per socket and
+ * direction. Only sockets whose last bytes could begin a marker have an
+ * entry, so the map stays small; LRU keeps a socket that vanished mid-marker
+ * from pinning an entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct carry_key);
+	__type(value, struct carry_val);
+} carries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 16 << 20); /* the loader may resize */
+} events SEC(".maps");
+
+/* Make the types visible to bpf2go -type. */
+const struct bt_event *unused_event __attribute__((unused));
+const struct bt_stats *unused_stats __attribute__((unused));
+
+static __always_inline struct scan_ctx *get_ctx(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&scratch, &zero);
+}
+
+static __always_inline struct bt_stats *get_stats(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&stats, &zero);
+}
+
+/* flush_event sends the markers collected so far for this call. */
+static __always_inline void flush_event(struct scan_ctx *c, struct bt_stats *st, __u8 more)
+{
+	__u32 n = c->ev.nr_markers;
+	if (n == 0)
+		return;
+	if (n > BT_MAX_MARKERS)
+		n = BT_MAX_MARKERS;
+	if (more)
+		c->ev.flags |= BT_EV_MORE;
+	else
+		c->ev.flags &= ~BT_EV_MORE;
+	__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
+	if (bpf_ringbuf_output(&events, &c->ev, size, 0) == 0) {
+		__sync_fetch_and_add(&st->events, 1);
+	} else {
+		__sync_fetch_and_add(&st->dropped_events, 1);
+		__sync_fetch_and_add(&st->dropped_markers, n);
+	}
+	c->ev.nr_markers = 0;
+}
+
+static __always_inline int hexval(__u8 ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+/*
+ * try_marker checks for a marker starting at buf[p] (the caller saw a 'B'
+ * there and p + 20 <= end) and records it. A global function: the verifier
+ * checks it once instead of at every call site in the unrolled scan loop.
+ */
+__noinline int try_marker(__u64 p)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	if (p > HEAD + SCAN_CHUNK - BT_MARKER_LEN)
+		return 0;
+	/* "BTID" as a little-endian u32. */
+	if (*(__u32 *)&c->buf[p] != 0x44495442)
+		return 0;
+	__u64 id = 0;
+	for (int i = 0; i < 16; i++) {
+		int v = hexval(c->buf[p + 4 + i]);
+		if (v < 0)
+			return 0;
+		id = (id << 4) | v;
+	}
+	__u32 k = c->ev.nr_markers;
+	if (k >= BT_MAX_MARKERS) {
+		flush_event(c, st, 1);
+		k = 0;
+	}
+	c->ev.markers[k].id = id;
+	c->ev.markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
+	c->ev.nr_markers = k + 1;
+	__sync_fetch_and_add(&st->markers[c->ev.dir & 1], 1);
+	return 1;
+}
+
+/*
+ * check_word looks at each 'B' in the 8 bytes at buf[o] for a marker. The
+ * rare path of the scan, out of line so the scan loop stays short for the
+ * verifier (and the instruction cache).
+ */
+__noinline int check_word(__u64 o, __u64 start, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c || o > HEAD + SCAN_CHUNK)
+		return 0;
+	for (__u32 j = 0; j < 8; j++) {
+		__u64 p = o + j;
+		if (c->buf[p] == 'B' && p >= start && p + BT_MARKER_LEN <= end)
+			try_marker(p);
+	}
+	return 0;
+}
+
+/* carry_len_at returns how many of the bytes buf[start..end) at its end
+ * could begin a marker. Only the last 'B' can: no later marker byte is a 'B'. */
+static __always_inline __u32 carry_len_at(struct scan_ctx *c, __u32 start, __u32 end)
+{
+	for (__u32 k = 1; k <= BT_CARRY_MAX; k++) {
+		if (k > end || end - k < start)
+			return 0;
+		__u32 p = end - k;
+		if (p >= BUF_SIZE)
+			return 0;
+		if (c->buf[p] != 'B')
+			continue;
+		/* Check the bytes after the 'B' against "TID" + hex digits. */
+		for (__u32 i = 1; i < k; i++) {
+			__u32 q = p + i;
+			if (q >= BUF_SIZE)
+				return 0;
+			__u8 ch = c->buf[q];
+			if ((i == 1 && ch != 'T') || (i == 2 && ch != 'I') || (i == 3 && ch != 'D') ||
+			    (i >= 4 && hexval(ch) < 0))
+				return 0;
+		}
+		return k;
+	}
+	return 0;
+}
+
+/*
+ * scan_segment copies len bytes of user memory behind the carried bytes and
+ * scans them. A global function, verified once. Returns -1 when the user
+ * memory could not be read.
+ */
+__noinline int scan_segment(__u64 uptr, __u64 len)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c)
+		return -1;
+	if (len == 0 || len > SCAN_CHUNK)
+		return 0;
+
+	*(__u64 *)&c->buf[0] = c->carry[0];
+	*(__u64 *)&c->buf[8] = c->carry[1];
+	*(__u64 *)&c->buf[16] = c->carry[2];
+	if (bpf_probe_read_user(&c->buf[HEAD], len, (void *)uptr) < 0) {
+		c->carry_len = 0;
+		return -1;
+	}
+
+	__u32 cl = c->carry_len;
+	if (cl > BT_CARRY_MAX)
+		cl = BT_CARRY_MAX;
+	__u32 start = HEAD - cl;
+	__u32 end = HEAD + len;
+
+	/*
+	 * Only every other word is loaded. For a marker at p, r = p % 16:
+	 *  - r < 8: the word at p - r (16-aligned) holds its 'B';
+	 *  - r >= 8: the 16-aligned word after p lies wholly inside the marker
+	 *    ("TID" or hex digits: every byte in 0x30..0x7f), and the 'B' is in
+	 *    the word just before that one.
+	 * So a 16-aligned word is a candidate when it holds a 'B' (SWAR:
+	 * haszero(w ^ 0x42..)), or when all its bytes are in 0x30..0x7f and the
+	 * word before it holds a 'B'. check_word then verifies each 'B'. Bytes
+	 * past end are stale; check_word only accepts markers that end by end.
+	 */
+	__u64 first = start & ~15U;
+#pragma clang loop unroll_count(2)
+	for (__u64 i = 0; i < NPAIRS; i++) {
+		__u64 o = first + i * 16; /* a 16-aligned offset */
+		if (o >= end || o > HEAD + SCAN_CHUNK - 8)
+			break;
+		__u64 x = c->words[o / 8];
+		__u64 v = x ^ 0x4242424242424242ULL;
+		if ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL) {
+			check_word(o, start, end);
+		} else if (((x + 0x5050505050505050ULL) & ~x & 0x8080808080808080ULL) == 0x8080808080808080ULL) {
+			__u64 po = o - 8; /* wraps, and fails the bound, at o == 0 */
+			if (po > HEAD + SCAN_CHUNK - 8)
+				continue;
+			__u64 u = c->words[po / 8] ^ 0x4242424242424242ULL;
+			if ((u - 0x0101010101010101ULL) & ~u & 0x8080808080808080ULL)
+				check_word(po, start, end);
+		}
+	}
+
+	/* Keep the last 24 bytes; remember how many may begin a marker. */
+	c->carry[0] = *(__u64 *)&c->buf[len];
+	c->carry[1] = *(__u64 *)&c->buf[len + 8];
+	c->carry[2] = *(__u64 *)&c->buf[len + 16];
+	c->carry_len = carry_len_at(c, start, end);
+	return 0;
+}
+
+/*
+ * scan_step advances the walk over a call's buffers by one step: it either
+ * fetches the next iovec entry or scans the next chunk. Returns non-zero when
+ * the walk is over. A global function keeping its state in the per-CPU
+ * context, so that the verifier checks one step, not every path through
+ * MAX_STEPS of them.
+ */
+__noinline int scan_step(void)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c || c->remaining == 0)
+		return 1;
+	if (c->left == 0) {
+		struct bt_iovec iov;
+		if (!c->iov || c->iov_idx >= c->iovcnt || c->iov_idx >= MAX_IOV)
+			return 1;
+		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(c->iov + c->iov_idx * sizeof(iov)))) {
+			c->fault = 1;
+			return 1;
+		}
+		c->iov_idx++;
+		c->ptr = iov.iov_base;
+		c->left = iov.iov_len < c->remaining ? iov.iov_len : c->remaining;
+		return 0;
+	}
+	__u32 n = c->left < SCAN_CHUNK ? c->left : SCAN_CHUNK;
+	c->seg_base = c->done;
+	if (scan_segment(c->ptr, n) < 0) {
+		c->fault = 1;
+		return 1;
+	}
+	c->ptr += n;
+	c->left -= n;
+	c->remaining -= n;
+	c->done += n;
+	return 0;
+}
+
+/* One traced call of the target: account it and scan its bytes. */
+static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u64 uptr,
+				     __u64 iovcnt, bool vec, __u32 total)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	dir &= 1;
+	__sync_fetch_and_add(&st->calls[dir], 1);
+	__sync_fetch_and_add(&st->bytes[dir], total);
+	if (call == BT_CALL_OTHER) {
+		__sync_fetch_and_add(&st->other_calls[dir], 1);
+		__sync_fetch_and_add(&st->other_bytes[dir], total);
+		return 0;
+	}
+
+	struct carry_key key = { .sock = (__u64)sk, .dir = dir };
+	struct carry_val *cv = bpf_map_lookup_elem(&carries, &key);
+	if (cv) {
+		c->carry[0] = cv->bytes[0];
+		c->carry[1] = cv->bytes[1];
+		c->carry[2] = cv->bytes[2];
+		c->carry_len = cv->len;
+	} else {
+		c->carry_len = 0;
+	}
+
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	c->ev.ts_ns = bpf_ktime_get_ns();
+	c->ev.sock = (__u64)sk;
+	__u64 id = bpf_get_current_pid_tgid();
+	c->ev.pid = id >> 32;
+	c->ev.tid = (__u32)id;
+	c->ev.bytes = total;
+	c->ev.seq_end = dir == BT_DIR_IN ? BPF_CORE_READ(tp, copied_seq) : BPF_CORE_READ(tp, write_seq);
+	c->ev.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	c->ev.rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	c->ev.dir = dir;
+	c->ev.call = call;
+	c->ev.flags = 0;
+	c->ev.nr_markers = 0;
+
+	__u32 remaining = total < scan_limit ? total : scan_limit;
+	__u32 skipped = total - remaining;
+	c->iov = vec ? uptr : 0;
+	c->iovcnt = vec ? iovcnt : 0;
+	c->ptr = uptr;
+	c->left = vec ? 0 : remaining;
+	c->remaining = remaining;
+	c->done = 0;
+	c->iov_idx = 0;
+	c->fault = 0;
+	for (int step = 0; step < MAX_STEPS; step++) {
+		if (scan_step())
+			break;
+	}
+	remaining = c->remaining;
+	__u32 done = c->done;
+	bool fault = c->fault;
+
+	__sync_fetch_and_add(&st->scanned[dir], done);
+	if (fault) {
+		__sync_fetch_and_add(&st->fault_bytes[dir], remaining);
+		remaining = 0;
+	}
+	skipped += remaining; /* left over when the step or iovec limit ended the walk */
+	if (skipped) {
+		__sync_fetch_and_add(&st->unscanned[dir], skipped);
+	}
+	if (skipped || fault) {
+		/* The stream has a gap: a carried prefix cannot be continued. */
+		c->ev.flags |= BT_EV_TRUNCATED;
+		c->carry_len = 0;
+	}
+	flush_event(c, st, 0);
+
+	if (c->carry_len) {
+		struct carry_val nv = {
+			.bytes = { c->carry[0], c->carry[1], c->carry[2] },
+			.len = c->carry_len,
+		};
+		bpf_map_update_elem(&carries, &key, &nv, BPF_ANY);
+	} else if (cv) {
+		bpf_map_delete_elem(&carries, &key);
+	}
+	return 0;
+}
+
+static __always_inline bool is_tcp(struct sock *sk)
+{
+	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
+	return (family == AF_INET || family == AF_INET6) &&
+	       BPF_CORE_READ(sk, sk_protocol) == IPPROTO_TCP &&
+	       BPF_CORE_READ(sk, sk_type) == SOCK_STREAM;
+}
+
+/* classify maps a system call to what the probe can scan. */
+static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2, __u64 *uptr,
+				      __u64 *iovcnt, bool *vec)
+{
+	*uptr = arg1;
+	*iovcnt = 0;
+	*vec = false;
+	if (dir == BT_DIR_IN) {
+		switch (nr) {
+		case NR_read:
+			return BT_CALL_READ;
+		case NR_recvfrom:
+			return BT_CALL_RECVFROM;
+		case NR_readv:
+		case NR_preadv2:
+			*iovcnt = arg2;
+			*vec = true;
+			return BT_CALL_READV;
+		case NR_recvmsg:
+			break;
+		default:
+			return BT_CALL_OTHER;
+		}
+	} else {
+		switch (nr) {
+		case NR_write:
+			return BT_CALL_WRITE;
+		case NR_sendto:
+			return BT_CALL_SENDTO;
+		case NR_writev:
+		case NR_pwritev2:
+			*iovcnt = arg2;
+			*vec = true;
+			return BT_CALL_WRITEV;
+		case NR_sendmsg:
+			break;
+		default:
+			return BT_CALL_OTHER;
+		}
+	}
+	/* recvmsg/sendmsg: the iovec array is in the user's msghdr. */
+	struct bt_user_msghdr mh;
+	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)arg1))
+		return BT_CALL_OTHER;
+	*uptr = mh.msg_iov;
+	*iovcnt = mh.msg_iovlen;
+	*vec = true;
+	return dir == BT_DIR_IN ? BT_CALL_RECVMSG : BT_CALL_SENDMSG;
+}
+
+static __always_inline bool is_target(void)
+{
+	return (bpf_get_current_pid_tgid() >> 32) == targ_tgid;
+}
+
+/* ---- path "sock": tp_btf on the socket length tracepoints (Linux 6.3+) ---- */
+
+static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int flags)
+{
+	if (ret <= 0 || !is_tcp(sk))
+		return 0;
+	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
+		struct bt_stats *st = get_stats();
+		if (st)
+			__sync_fetch_and_add(&st->peeks, 1);
+		return 0;
+	}
+	struct task_struct *task = bpf_get_current_task_btf();
+	long nr = -1;
+	__u64 a1 = 0, a2 = 0;
+	if (!(task->flags & (PF_KTHREAD | PF_IO_WORKER))) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		nr = regs->orig_ax;
+		a1 = regs->si;
+		a2 = regs->dx;
+	}
+	__u64 uptr, iovcnt;
+	bool vec;
+	__u32 call = classify(dir, nr, a1, a2, &uptr, &iovcnt, &vec);
+	return scan_call(sk, dir, call, uptr, iovcnt, vec, ret);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
+{
+	if (!is_target())
+		return 0;
+	return on_sock_io(sk, BT_DIR_IN, ret, flags);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
+{
+	if (!is_target())
+		return 0;
+	return on_sock_io(sk, BT_DIR_OUT, ret, flags);
+}
+
+/* ---- path "syscalls": raw_tp on sys_exit, for kernels before 6.3 ---- */
+
+static __always_inline struct sock *sock_of_fd(int fd)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
+	if (!fdt || fd < 0 || (unsigned int)fd >= BPF_CORE_READ(fdt, max_fds))
+		return 0;
+	struct file **fds = BPF_CORE_READ(fdt, fd);
+	struct file *f = 0;
+	if (bpf_probe_read_kernel(&f, sizeof(f), &fds[fd]) || !f)
+		return 0;
+	unsigned short mode = BPF_CORE_READ(f, f_inode, i_mode);
+	if ((mode & S_IFMT) != S_IFSOCK)
+		return 0;
+	struct socket *so = BPF_CORE_READ(f, private_data);
+	return BPF_CORE_READ(so, sk);
+}
+
+SEC("raw_tp/sys_exit")
+int sys_exit(__u64 *ctx)
+{
+	if (!is_target())
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx[0];
+	long ret = (long)ctx[1];
+	if (ret <= 0)
+		return 0;
+	long nr = BPF_CORE_READ(regs, orig_ax);
+	__u32 dir;
+	int flags = 0;
+	switch (nr) {
+	case NR_read:
+	case NR_readv:
+	case NR_preadv2:
+		dir = BT_DIR_IN;
+		break;
+	case NR_recvfrom:
+		dir = BT_DIR_IN;
+		flags = BPF_CORE_READ(regs, r10);
+		break;
+	case NR_recvmsg:
+		dir = BT_DIR_IN;
+		flags = BPF_CORE_READ(regs, dx);
+		break;
+	case NR_write:
+	case NR_writev:
+	case NR_pwritev2:
+	case NR_sendto:
+	case NR_sendmsg:
+		dir = BT_DIR_OUT;
+		break;
+	default:
+		return 0;
+	}
+	struct sock *sk = sock_of_fd((int)BPF_CORE_READ(regs, di));
+	if (!sk || !is_tcp(sk))
+		return 0;
+	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
+		struct bt_stats *st = get_stats();
+		if (st)
+			__sync_fetch_and_add(&st->peeks, 1);
+		return 0;
+	}
+	__u64 uptr, iovcnt;
+	bool vec;
+	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &iovcnt, &vec);
+	return scan_call(sk, dir, call, uptr, iovcnt, vec, ret);
+}
+
+/* ---- floors for `make bench`: empty programs on the same hooks ---- */
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(floor_sock_recv, struct sock *sk, int ret, int flags)
+{
+	return 0;
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(floor_sock_send, struct sock *sk, int ret, int flags)
+{
+	return 0;
+}
+
+SEC("raw_tp/sys_exit")
+int floor_sys_exit(__u64 *ctx)
+{
+	return 0;
+}

@@ -1,0 +1,82 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Layout shared between bpf/sockio.bpf.c and its Go loader (probes/sockio,
+ * through bpf2go -type). Changing a struct here changes the Go types on the
+ * next `make generate`.
+ */
+#ifndef BROKERTRACE_SOCKIO_H
+#define BROKERTRACE_SOCKIO_H
+
+#define BT_MARKER_LEN 20   /* "BTID" + 16 lowercase hex digits */
+#define BT_CARRY_MAX 19    /* a marker split across calls leaves at most this much behind */
+#define BT_MAX_MARKERS 32  /* markers per event; a system call with more emits more events */
+
+enum bt_dir {
+	BT_DIR_IN = 0,  /* bytes the target read from a socket */
+	BT_DIR_OUT = 1, /* bytes the target wrote to a socket */
+};
+
+/* Which system call moved the bytes. */
+enum bt_call {
+	BT_CALL_OTHER = 0, /* not scannable: sendfile, splice, io_uring, mmsg... */
+	BT_CALL_READ,
+	BT_CALL_WRITE,
+	BT_CALL_READV,
+	BT_CALL_WRITEV,
+	BT_CALL_RECVFROM,
+	BT_CALL_SENDTO,
+	BT_CALL_RECVMSG,
+	BT_CALL_SENDMSG,
+};
+
+enum bt_event_flags {
+	BT_EV_MORE = 1,      /* more events follow for the same system call */
+	BT_EV_TRUNCATED = 2, /* part of the call's bytes were not scanned (scan limit, iovec limit, fault) */
+};
+
+struct bt_marker {
+	__u64 id;
+	/* Offset just past the marker's last byte within the bytes this call
+	 * moved. A marker that began in an earlier call on the same socket still
+	 * ends here, at end < BT_MARKER_LEN. */
+	__u32 end;
+	__u32 _pad;
+};
+
+/* One record per traced socket call that carried markers (calls without
+ * markers are only counted in bt_stats, so they cost no ring-buffer space). */
+struct bt_event {
+	__u64 ts_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) when the call was done */
+	__u64 sock;    /* opaque per-socket identity, stable while the socket lives */
+	__u32 pid;     /* target process (tgid) */
+	__u32 tid;     /* thread that made the call */
+	__u32 bytes;   /* bytes the call moved */
+	__u32 seq_end; /* TCP: copied_seq (in) or write_seq (out) after the call;
+			* a read that also consumed the FIN is one past its data */
+	__u16 lport;   /* local TCP port, host order */
+	__u16 rport;   /* remote TCP port, host order */
+	__u8 dir;      /* enum bt_dir */
+	__u8 call;     /* enum bt_call */
+	__u8 flags;    /* enum bt_event_flags */
+	__u8 nr_markers;
+	struct bt_marker markers[BT_MAX_MARKERS];
+};
+
+/* Per-CPU counters; user space sums them. Nothing is dropped without being
+ * counted here. Index [dir] is enum bt_dir. */
+struct bt_stats {
+	__u64 calls[2];          /* traced TCP socket calls of the target */
+	__u64 bytes[2];          /* bytes those calls moved */
+	__u64 scanned[2];        /* bytes scanned for markers */
+	__u64 unscanned[2];      /* bytes not scanned: beyond the scan or iovec limit */
+	__u64 fault_bytes[2];    /* bytes whose user memory could not be read */
+	__u64 other_calls[2];    /* calls that cannot be scanned (sendfile, io_uring, mmsg...) */
+	__u64 other_bytes[2];    /* bytes those calls moved */
+	__u64 markers[2];        /* markers found */
+	__u64 peeks;             /* MSG_PEEK reads, not scanned (the data is read again) */
+	__u64 events;            /* events written to the ring buffer */
+	__u64 dropped_events;    /* events lost: ring buffer full */
+	__u64 dropped_markers;   /* markers in those events */
+};
+
+#endif /* BROKERTRACE_SOCKIO_H */

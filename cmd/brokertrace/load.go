@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/marker"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+var loadOpts struct {
+	cfg  load.Config
+	json bool
+}
+
+var loadCmd = &cobra.Command{
+	Use:   "load",
+	Short: "Send marked messages through a broker and measure them end to end",
+	Long: `load runs a producer and a consumer against a broker, each on its own
+connection. Every message body starts with the marker BTID<16 hex digits>
+carrying a sequential id (decimal in the output files), padded to --size.
+
+Pacing is open-loop: message i has an intended send time fixed by --rate and
+--pattern; a producer that falls behind sends at once and records how late it
+was, so broker stalls show up as latency rather than as a lower rate.
+After sending, it waits up to --drain for outstanding messages; those still
+missing are counted.
+
+It writes DIR/e2e.csv (id,t_intended_ns,t_send_ns,t_recv_ns,warmup; times are
+CLOCK_MONOTONIC ns, the clock of 'brokertrace record'; t_recv_ns is empty for
+messages never received) and DIR/load.json (options, counts, achieved rate,
+lateness, latency percentiles). Ctrl-C stops sending, drains and still writes
+both files; press it again to abort without them.`,
+	Example: `  # 10000 messages at 1000 msg/s to a local nats-server, results in ./run1
+  brokertrace load --rate 1000 --count 10000 --out run1
+
+  # 30 s of 100-message bursts averaging 5000 msg/s, first 5 s marked warm-up
+  brokertrace load --url nats://broker.example.com:4222 --rate 5000 --duration 30s \
+      --pattern bursty --burst 100 --warmup 5s --out run2
+
+  # as fast as possible, 1 KiB bodies, summary as JSON
+  brokertrace load --rate 0 --count 100000 --size 1024 --json`,
+	Args: cobra.NoArgs,
+	RunE: runLoad,
+}
+
+func init() {
+	f := loadCmd.Flags()
+	c := &loadOpts.cfg
+	f.StringVar(&c.URL, "url", load.DefaultURL, "broker URL; supported schemes: "+strings.Join(load.Schemes(), ", "))
+	f.StringVar(&c.Subject, "subject", load.DefaultSubject, "subject (topic, queue) to publish and subscribe on")
+	f.Float64Var(&c.Rate, "rate", 1000, "messages per second; 0 = as fast as possible (needs --count)")
+	f.IntVar(&c.Count, "count", 0, "messages to send (with --duration, whichever ends first)")
+	f.DurationVar(&c.Duration, "duration", 0, "how long to send (e.g. 30s)")
+	f.DurationVar(&c.Warmup, "warmup", 0, "mark messages intended in this first part of the run as warm-up (written, left out of the latency summary)")
+	f.DurationVar(&c.Drain, "drain", load.DefaultDrain, "after the last send, wait this long for outstanding messages")
+	f.IntVar(&c.Size, "size", load.DefaultSize, fmt.Sprintf("message body size in bytes, marker included (minimum %d)", marker.Len))
+	f.StringVar(&c.Pattern, "pattern", load.PatternRegular, "pacing: regular (one message every 1/rate) or bursty (--burst messages every burst/rate)")
+	f.IntVar(&c.Burst, "burst", load.DefaultBurst, "messages per burst with --pattern bursty")
+	f.Uint64Var(&c.IDBase, "id-base", 0, "first message id (default: derived from the clock so runs do not collide)")
+	f.DurationVar(&c.LateAfter, "late-after", load.DefaultLateAfter, "a send this far behind its intended time counts as late")
+	f.StringVar(&c.Out, "out", ".", "directory for e2e.csv and load.json (created if missing)")
+	f.BoolVar(&loadOpts.json, "json", false, "print the summary as JSON (the content of load.json)")
+	rootCmd.AddCommand(loadCmd)
+}
+
+func runLoad(cmd *cobra.Command, _ []string) error {
+	cfg := loadOpts.cfg
+	if cmd.Flags().Changed("burst") && cfg.Pattern != load.PatternBursty {
+		return withCode(exitUsage, errors.New("--burst only applies to --pattern bursty"))
+	}
+	for _, name := range []string{"size", "burst", "drain", "late-after", "id-base"} {
+		// Zero means "default" in load.Config; on the command line it is
+		// more likely a mistake than a request for the default.
+		if fl := cmd.Flags().Lookup(name); fl.Changed && isZeroFlag(fl) {
+			return withCode(exitUsage, fmt.Errorf("--%s %s is invalid: give a value > 0", name, fl.Value))
+		}
+	}
+	if cfg.Out == "" {
+		return withCode(exitUsage, errors.New("--out is empty: give a directory for e2e.csv and load.json"))
+	}
+	// Check the output directory before sending anything.
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return withCode(exitUsage, fmt.Errorf("--out %s: %v", cfg.Out, err))
+	}
+
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		// After the first signal, restore default handling so a second
+		// one kills the process.
+		<-ctx.Done()
+		stop()
+	}()
+
+	res, err := load.Run(ctx, cfg)
+	if res == nil {
+		switch {
+		case errors.Is(err, load.ErrConfig):
+			return withCode(exitUsage, err)
+		case errors.Is(err, load.ErrUnreachable):
+			return withCode(exitNoTarget, err)
+		case errors.Is(err, context.Canceled):
+			return withCode(exitFailure, errors.New("interrupted before sending started"))
+		}
+		return withCode(exitFailure, err)
+	}
+	if werr := res.WriteFiles(cfg.Out); werr != nil {
+		return withCode(exitFailure, werr)
+	}
+	out := cmd.OutOrStdout()
+	if loadOpts.json {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(res.Summary); jerr != nil {
+			return withCode(exitFailure, jerr)
+		}
+	} else {
+		printLoadSummary(out, res, cfg.Out)
+	}
+	switch {
+	case err != nil:
+		return withCode(exitFailure, fmt.Errorf("run ended early after %d of %d messages (results for those are in %s): %w", res.Sent, res.Planned, cfg.Out, err))
+	case res.Interrupted:
+		return withCode(exitFailure, fmt.Errorf("interrupted after %d of %d messages; partial results in %s", res.Sent, res.Planned, cfg.Out))
+	}
+	return nil
+}
+
+func isZeroFlag(fl *pflag.Flag) bool {
+	switch fl.Value.Type() {
+	case "duration":
+		d, _ := time.ParseDuration(fl.Value.String())
+		return d == 0
+	default:
+		return fl.Value.String() == "0"
+	}
+}
+
+func printLoadSummary(w io.Writer, r *load.Result, dir string) {
+	s := r.Summary
+	fmt.Fprintf(w, "load: %s subject %s, ids %d..%d\n", s.URL, s.Options.Subject, s.FirstID, s.LastID)
+	fmt.Fprintf(w, "  sent %d of %d planned, received %d, missing %d, duplicates %d", s.Sent, s.Planned, s.Received, s.Missing, s.Duplicates)
+	if s.Unexpected+s.Unmarked > 0 {
+		fmt.Fprintf(w, ", foreign %d", s.Unexpected+s.Unmarked)
+	}
+	if s.ClientDropped > 0 {
+		fmt.Fprintf(w, " (%d dropped by the client library)", s.ClientDropped)
+	}
+	fmt.Fprintln(w)
+	if s.AskedRate > 0 {
+		fmt.Fprintf(w, "  rate asked %.1f msg/s, achieved %.1f msg/s (short by %.2f%%); %d late sends (> %v), max lateness %v\n",
+			s.AskedRate, s.AchievedRate, s.ShortfallPct, s.LateSends, time.Duration(s.LateAfterNs), time.Duration(s.MaxLatenessNs))
+	} else {
+		fmt.Fprintf(w, "  rate achieved %.1f msg/s (as fast as possible)\n", s.AchievedRate)
+	}
+	lat := func(name string, st load.Stats) {
+		if st.Count == 0 {
+			fmt.Fprintf(w, "  e2e latency %s: no messages\n", name)
+			return
+		}
+		fmt.Fprintf(w, "  e2e latency %s (n=%d): p50 %v  p99 %v  max %v\n", name, st.Count,
+			time.Duration(st.P50Ns), time.Duration(st.P99Ns), time.Duration(st.MaxNs))
+	}
+	lat("from intended send", s.LatencyFromIntended)
+	lat("from actual send", s.LatencyFromSend)
+	if s.Warmup > 0 {
+		fmt.Fprintf(w, "  %d warm-up messages left out of latency\n", s.Warmup)
+	}
+	fmt.Fprintf(w, "  files: %s, %s\n", filepath.Join(dir, "e2e.csv"), filepath.Join(dir, "load.json"))
+}

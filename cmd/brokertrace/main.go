@@ -1,0 +1,63 @@
+// Command brokertrace measures an unmodified, running message broker from the
+// kernel: per-message latency inside the broker from its socket I/O,
+// scheduler and CPU accounting, and packet capture.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit codes. Scripts rely on them.
+const (
+	exitOK       = 0
+	exitFailure  = 1 // the measurement could not be made or completed
+	exitUsage    = 2 // bad flags or arguments
+	exitNoTarget = 3 // the target process or broker could not be found or reached
+	exitNoPriv   = 4 // not root / missing capabilities / kernel lacks a feature
+)
+
+// exitError carries an exit code through cobra's error return.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func withCode(code int, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: code, err: err}
+}
+
+var rootCmd = &cobra.Command{
+	Use:   "brokertrace",
+	Short: "Kernel-level tracing and measurement of message brokers",
+	Long: `brokertrace attaches eBPF probes to an unmodified, already running message
+broker and measures, for every message, the time it spent inside the broker:
+from the socket read that brought it in to the socket write that sent it on.
+Messages are matched by the marker BTID<16 hex digits> that producers put in
+their bodies; payload bytes never leave the kernel.`,
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	err := rootCmd.Execute()
+	if err == nil {
+		os.Exit(exitOK)
+	}
+	fmt.Fprintf(os.Stderr, "brokertrace: %v\n", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		os.Exit(ee.code)
+	}
+	// cobra's own flag and argument errors.
+	os.Exit(exitUsage)
+}

@@ -1,0 +1,119 @@
+// Package correlate matches the markers a broker read with the markers it
+// wrote, turning socket events into per-message records: when each message
+// entered the broker and when each copy of it left.
+package correlate
+
+import (
+	"sync/atomic"
+
+	"github.com/brokertrace/brokertrace/events"
+)
+
+// Message is one copy of a message leaving the broker.
+type Message struct {
+	ID      uint64
+	TIn     int64 // CLOCK_MONOTONIC ns: the read that completed the marker returned
+	TOut    int64 // CLOCK_MONOTONIC ns: the write that completed the marker was done
+	InTID   uint32
+	OutTID  uint32
+	InConn  events.Conn
+	OutConn events.Conn
+	// Copy numbers the copies of one message that left, from 1: a message
+	// delivered to three consumers leaves three times.
+	Copy uint32
+}
+
+// Latency is the time the message spent inside the broker.
+func (m *Message) Latency() int64 { return m.TOut - m.TIn }
+
+// Counts are what the matcher saw; nothing it could not match is dropped
+// without being counted here.
+type Counts struct {
+	MarkersIn    uint64 `json:"markers_in"`     // markers read by the broker
+	MarkersOut   uint64 `json:"markers_out"`    // markers written by the broker
+	Messages     uint64 `json:"messages"`       // distinct ids read
+	Copies       uint64 `json:"copies_out"`     // rows: markers written whose id was read before
+	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts)
+	OutWithoutIn uint64 `json:"out_without_in"` // an id written that was never read
+	InWithoutOut uint64 `json:"in_without_out"` // ids read and never written (final after Finish)
+}
+
+type inRec struct {
+	t    int64
+	tid  uint32
+	outs uint32
+	conn events.Conn
+}
+
+// Matcher pairs reads with writes. Add is called from one goroutine; the
+// counters may be read concurrently with Snapshot.
+type Matcher struct {
+	ins  map[uint64]inRec
+	emit func(*Message)
+	msg  Message
+
+	markersIn, markersOut, copies, dupIn, outNoIn atomic.Uint64
+}
+
+// New returns a Matcher that calls emit for every copy of a message that
+// leaves the broker. The *Message is reused after emit returns.
+func New(emit func(*Message)) *Matcher {
+	return &Matcher{ins: make(map[uint64]inRec, 1<<16), emit: emit}
+}
+
+// Add takes one socket event of the target.
+func (m *Matcher) Add(io *events.IO) {
+	if io.Dir == events.In {
+		for _, mk := range io.Markers {
+			m.markersIn.Add(1)
+			if _, seen := m.ins[mk.ID]; seen {
+				m.dupIn.Add(1)
+				continue
+			}
+			m.ins[mk.ID] = inRec{t: io.Time, tid: io.TID, conn: io.Conn}
+		}
+		return
+	}
+	for _, mk := range io.Markers {
+		m.markersOut.Add(1)
+		in, ok := m.ins[mk.ID]
+		if !ok {
+			m.outNoIn.Add(1)
+			continue
+		}
+		in.outs++
+		m.ins[mk.ID] = in
+		m.copies.Add(1)
+		m.msg = Message{
+			ID: mk.ID, TIn: in.t, TOut: io.Time,
+			InTID: in.tid, OutTID: io.TID,
+			InConn: in.conn, OutConn: io.Conn,
+			Copy: in.outs,
+		}
+		m.emit(&m.msg)
+	}
+}
+
+// Snapshot returns the counters so far (InWithoutOut is only set by Finish).
+func (m *Matcher) Snapshot() Counts {
+	return Counts{
+		MarkersIn:    m.markersIn.Load(),
+		MarkersOut:   m.markersOut.Load(),
+		Copies:       m.copies.Load(),
+		DuplicateIn:  m.dupIn.Load(),
+		OutWithoutIn: m.outNoIn.Load(),
+	}
+}
+
+// Finish returns the final counts, including the messages that entered and
+// never left.
+func (m *Matcher) Finish() Counts {
+	c := m.Snapshot()
+	c.Messages = uint64(len(m.ins))
+	for _, in := range m.ins {
+		if in.outs == 0 {
+			c.InWithoutOut++
+		}
+	}
+	return c
+}

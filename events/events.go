@@ -1,0 +1,80 @@
+// Package events defines what probes report to the rest of brokertrace.
+// Probes turn kernel records into these types; correlation, outputs and
+// analysis consume them and never see a probe's wire format.
+package events
+
+// Dir is the direction of socket I/O as seen from the traced process.
+type Dir uint8
+
+const (
+	In  Dir = 0 // the process read the bytes from a socket
+	Out Dir = 1 // the process wrote the bytes to a socket
+)
+
+func (d Dir) String() string {
+	if d == Out {
+		return "out"
+	}
+	return "in"
+}
+
+// Call is the system call that moved the bytes.
+type Call uint8
+
+// The values match enum bt_call in bpf/sockio.h.
+const (
+	CallOther Call = iota // not scannable: sendfile, splice, io_uring, mmsg…
+	CallRead
+	CallWrite
+	CallReadv
+	CallWritev
+	CallRecvfrom
+	CallSendto
+	CallRecvmsg
+	CallSendmsg
+)
+
+var callNames = [...]string{"other", "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg"}
+
+func (c Call) String() string {
+	if int(c) < len(callNames) {
+		return callNames[c]
+	}
+	return "unknown"
+}
+
+// Conn identifies the TCP connection a call used.
+type Conn struct {
+	// Sock is an opaque identity of the kernel socket, unique among the
+	// sockets alive at the same time. It is never written to outputs.
+	Sock       uint64
+	LocalPort  uint16
+	RemotePort uint16
+}
+
+// Marker is one message marker found in a call's bytes.
+type Marker struct {
+	ID uint64
+	// End is the offset just past the marker's last byte within the bytes
+	// the call moved; a marker begun by an earlier call ends below 20.
+	End uint32
+}
+
+// IO is one socket call of the target that carried markers.
+type IO struct {
+	Time   int64 // CLOCK_MONOTONIC ns when the call was done
+	PID    uint32
+	TID    uint32
+	Dir    Dir
+	Call   Call
+	Bytes  uint32 // bytes the call moved
+	// SeqEnd is the TCP stream sequence after the call (copied_seq in,
+	// write_seq out). A read that also consumed the peer's FIN is one past
+	// its data, because the FIN takes a sequence number.
+	SeqEnd uint32
+	Conn   Conn
+	// Truncated is set when part of the call's bytes was not scanned; the
+	// probe's counters say how many.
+	Truncated bool
+	Markers   []Marker
+}

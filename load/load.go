@@ -1,0 +1,449 @@
+// Package load generates marked message traffic against a broker and
+// measures it end to end, so that what the kernel probes see inside the
+// broker can be compared with what a client saw.
+//
+// A run has one producer and one consumer in this process, on separate
+// connections and goroutines. Every message body starts with a marker (see
+// package marker) carrying a sequential id, padded to the asked size. The
+// producer paces open-loop: each message has an intended send time fixed by
+// the schedule, a late producer sends at once and records how late it was,
+// so broker stalls appear as latency rather than as a silently lower rate.
+// Times are CLOCK_MONOTONIC ns (package monotime), the clock of the probes.
+//
+// Per-message times live in slices allocated before the run starts: the send
+// path does not allocate, so the generator does not disturb what it measures.
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/monotime"
+)
+
+// Error kinds; test with errors.Is.
+var (
+	// ErrConfig marks a configuration the run cannot start with (bad URL
+	// scheme, size, rate, ...). The CLI maps it to its usage exit code.
+	ErrConfig = errors.New("invalid load configuration")
+	// ErrUnreachable marks a broker that could not be connected to.
+	ErrUnreachable = errors.New("broker unreachable")
+)
+
+// Defaults applied to zero Config fields.
+const (
+	DefaultURL       = "nats://127.0.0.1:4222"
+	DefaultSubject   = "brokertrace.load"
+	DefaultSize      = 128
+	DefaultDrain     = 2 * time.Second
+	DefaultBurst     = 10
+	DefaultLateAfter = time.Millisecond
+)
+
+// MaxMessages bounds one run: per-message times take 24 bytes each and are
+// all allocated up front.
+const MaxMessages = 50_000_000
+
+// Config describes one run. Zero fields take the defaults above.
+type Config struct {
+	URL     string `json:"url"`
+	Subject string `json:"subject"`
+	// Rate in messages per second; 0 sends as fast as possible (Count is
+	// then required, since per-message slots are preallocated).
+	Rate float64 `json:"rate"`
+	// Count stops the run after this many messages; Duration stops it when
+	// that much time has passed since the start. With both, the first
+	// reached wins; at least one is required.
+	Count    int           `json:"count"`
+	Duration time.Duration `json:"duration_ns"`
+	// Warmup marks messages intended within this time of the start; they
+	// are sent, received and written like the others but left out of the
+	// latency summary.
+	Warmup time.Duration `json:"warmup_ns"`
+	// Drain is how long to wait after the last send for outstanding
+	// messages before they are counted missing.
+	Drain time.Duration `json:"drain_ns"`
+	// Size is the body size in bytes, marker included (minimum marker.Len).
+	Size int `json:"size"`
+	// Pattern is PatternRegular (default) or PatternBursty.
+	Pattern string `json:"pattern"`
+	// Burst is the number of messages per burst for PatternBursty.
+	Burst int `json:"burst"`
+	// IDBase is the first message id; 0 derives one from the wall clock
+	// (microseconds << 12), so runs started at different times do not reuse
+	// ids unless one sends more than 4096 messages per microsecond between
+	// them.
+	IDBase uint64 `json:"id_base"`
+	// LateAfter is how far behind its intended time a send must be to count
+	// as late; smaller delays are scheduler noise.
+	LateAfter time.Duration `json:"late_after_ns"`
+	// Out is the directory the CLI writes files to; Run ignores it (see
+	// Result.WriteFiles).
+	Out string `json:"out,omitempty"`
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.URL == "" {
+		c.URL = DefaultURL
+	}
+	if c.Subject == "" {
+		c.Subject = DefaultSubject
+	}
+	if c.Size == 0 {
+		c.Size = DefaultSize
+	}
+	if c.Drain == 0 {
+		c.Drain = DefaultDrain
+	}
+	if c.Pattern == "" {
+		c.Pattern = PatternRegular
+	}
+	if c.Burst == 0 {
+		c.Burst = DefaultBurst
+	}
+	if c.LateAfter == 0 {
+		c.LateAfter = DefaultLateAfter
+	}
+	if c.IDBase == 0 {
+		c.IDBase = uint64(time.Now().UnixMicro()) << 12
+	}
+	return c
+}
+
+// capacity returns how many messages the run may send at most, for
+// preallocation. It assumes validate passed.
+func (c Config) capacity() int {
+	n := c.Count
+	if c.Duration > 0 && c.Rate > 0 {
+		slots := int64(float64(c.Duration.Nanoseconds())*c.Rate/1e9) + int64(c.Burst) + 1
+		if n == 0 || slots < int64(n) {
+			n = int(min(slots, MaxMessages+1))
+		}
+	}
+	return n
+}
+
+func (c Config) validate() error {
+	switch {
+	case c.Rate < 0 || c.Rate != c.Rate:
+		return configErrorf("rate %v msg/s is invalid: give a rate > 0, or 0 for as fast as possible", c.Rate)
+	case c.Count < 0:
+		return configErrorf("count %d is invalid: give a number of messages > 0", c.Count)
+	case c.Duration < 0:
+		return configErrorf("duration %v is invalid: give a duration > 0", c.Duration)
+	case c.Count == 0 && c.Duration == 0:
+		return configErrorf("neither a count nor a duration given: say how many messages (count) or for how long (duration) to send")
+	case c.Rate == 0 && c.Count == 0:
+		return configErrorf("rate 0 (as fast as possible) needs a count: per-message times are preallocated, so the run must know its maximum size")
+	case c.Warmup < 0:
+		return configErrorf("warmup %v is invalid: give a duration ≥ 0", c.Warmup)
+	case c.Drain < 0:
+		return configErrorf("drain %v is invalid: give a duration ≥ 0", c.Drain)
+	case c.LateAfter < 0:
+		return configErrorf("late-after %v is invalid: give a duration ≥ 0", c.LateAfter)
+	case c.Size < marker.Len:
+		return configErrorf("size %d bytes is too small: every message carries a %d-byte marker, so size must be ≥ %d", c.Size, marker.Len, marker.Len)
+	case c.Pattern != PatternRegular && c.Pattern != PatternBursty:
+		return configErrorf("pattern %q is unknown: use %q or %q", c.Pattern, PatternRegular, PatternBursty)
+	case c.Pattern == PatternBursty && c.Rate == 0:
+		return configErrorf("pattern bursty needs a rate > 0: bursts are spaced burst/rate apart")
+	case c.Burst < 1:
+		return configErrorf("burst %d is invalid: give a number of messages ≥ 1", c.Burst)
+	}
+	if n := c.capacity(); n > MaxMessages {
+		return configErrorf("run would send up to %d messages, more than the %d kept per run: lower count, rate or duration", n, MaxMessages)
+	}
+	if c.IDBase+uint64(c.capacity()) < c.IDBase {
+		return configErrorf("id base %d leaves no room for %d ids before 2^64: use a smaller id base", c.IDBase, c.capacity())
+	}
+	return nil
+}
+
+// consumer records arrivals. Its methods run on the driver's delivery
+// goroutine while the producer and Run read its fields, hence atomics.
+type consumer struct {
+	idBase     uint64
+	recv       []int64 // t_recv_ns by index; 0 = not received
+	received   atomic.Int64
+	duplicates atomic.Int64
+	unexpected atomic.Int64 // marked, but not an id of this run
+	unmarked   atomic.Int64 // no marker at the start of the body
+	stopped    atomic.Bool
+}
+
+func (c *consumer) onMessage(body []byte) {
+	now := monotime.Now()
+	if c.stopped.Load() {
+		return
+	}
+	id, ok := marker.Parse(body)
+	if !ok {
+		c.unmarked.Add(1)
+		return
+	}
+	idx := id - c.idBase
+	if id < c.idBase || idx >= uint64(len(c.recv)) {
+		c.unexpected.Add(1)
+		return
+	}
+	if !atomic.CompareAndSwapInt64(&c.recv[idx], 0, now) {
+		c.duplicates.Add(1)
+		return
+	}
+	c.received.Add(1)
+}
+
+// producer is the send loop's state.
+type producer struct {
+	drv      Driver
+	cfg      Config
+	sched    schedule
+	intended []int64
+	send     []int64
+	body     []byte
+
+	start int64
+	// Results of the loop, read after it finished.
+	sent        int
+	planned     int
+	interrupted bool
+	behind      bool // a duration-limited run ended with the producer behind schedule
+	err         error
+}
+
+// run is the send loop. It runs on its own locked OS thread (see
+// sleepUntil); nothing in the loop allocates.
+func (p *producer) run(done <-chan struct{}) {
+	runtime.LockOSThread() // never unlocked: the thread exits with this goroutine
+	lowerTimerSlack()
+
+	var end int64 = -1
+	if p.cfg.Duration > 0 {
+		end = p.start + p.cfg.Duration.Nanoseconds()
+	}
+	grace := p.cfg.LateAfter.Nanoseconds()
+	n := len(p.intended)
+	p.planned = n
+	for i := 0; i < n; i++ {
+		select {
+		case <-done:
+			p.interrupted = true
+			p.planned = p.plannedTotal(i, end)
+			return
+		default:
+		}
+		var tInt int64
+		if p.sched.nsPerMsg > 0 {
+			tInt = p.start + p.sched.offset(uint64(i))
+			if end >= 0 && tInt >= end {
+				p.planned = i
+				return
+			}
+			if !sleepUntil(tInt, done) {
+				p.interrupted = true
+				p.planned = p.plannedTotal(i, end)
+				return
+			}
+		} else {
+			tInt = monotime.Now()
+		}
+		if end >= 0 && tInt < end {
+			// A producer behind schedule by more than the lateness
+			// tolerance at the end of a timed run stops; what it did not
+			// send is the shortfall.
+			if now := monotime.Now(); now >= end+grace || (p.sched.nsPerMsg == 0 && now >= end) {
+				p.behind = p.sched.nsPerMsg > 0
+				p.planned = p.plannedTotal(i, end)
+				return
+			}
+		}
+		marker.Put(p.body, p.cfg.IDBase+uint64(i))
+		tSend := monotime.Now()
+		if err := p.drv.Publish(p.body); err != nil {
+			if e := p.drv.Err(); e != nil {
+				err = e
+			}
+			p.err = fmt.Errorf("publish of message %d (id %d) failed: %w", i, p.cfg.IDBase+uint64(i), err)
+			p.planned = p.plannedTotal(i, end)
+			return
+		}
+		p.intended[i] = tInt
+		p.send[i] = tSend
+		p.sent = i + 1
+	}
+}
+
+// plannedTotal is how many messages the schedule called for when the loop
+// stopped early at index i: all slots before the end for timed runs at a
+// rate, the count otherwise; at least i.
+func (p *producer) plannedTotal(i int, end int64) int {
+	n := len(p.intended)
+	if end >= 0 {
+		if p.sched.nsPerMsg == 0 {
+			return i // as fast as possible until the end: nothing more was asked
+		}
+		// Slots whose intended time falls before the end.
+		lo, hi := i, n
+		for lo < hi {
+			mid := int(uint(lo+hi) >> 1)
+			if p.start+p.sched.offset(uint64(mid)) < end {
+				lo = mid + 1
+			} else {
+				hi = mid
+			}
+		}
+		n = lo
+	}
+	return max(n, i)
+}
+
+// Run connects a consumer and a producer to the broker, sends the configured
+// messages, waits up to Drain for the stragglers and returns what happened.
+//
+// Cancelling ctx stops sending at once; the run still drains and returns a
+// complete Result (Interrupted set), so the caller can write files for what
+// was sent. A lost connection or failed publish also ends sending early: Run
+// then returns the Result together with the error. Errors before sending
+// starts return a nil Result; they wrap ErrConfig or ErrUnreachable where
+// that is the cause.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	u, dial, err := parseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	n := cfg.capacity()
+
+	cons := &consumer{idBase: cfg.IDBase, recv: make([]int64, n)}
+	cdrv, err := dial(ctx, u, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "consumer"})
+	if err != nil {
+		return nil, err
+	}
+	defer cdrv.Close()
+	pdrv, err := dial(ctx, u, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "producer"})
+	if err != nil {
+		return nil, err
+	}
+	defer pdrv.Close()
+	if err := cdrv.Subscribe(cons.onMessage); err != nil {
+		return nil, err
+	}
+
+	p := &producer{
+		drv:      pdrv,
+		cfg:      cfg,
+		sched:    newSchedule(cfg.Rate, cfg.Pattern, cfg.Burst),
+		intended: make([]int64, n),
+		send:     make([]int64, n),
+		body:     make([]byte, cfg.Size),
+	}
+	fillBody(p.body)
+	// Touch every page now so the send path takes no page faults.
+	prefault(p.intended)
+	prefault(p.send)
+	prefault(cons.recv)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+
+	done := make(chan struct{})
+	stopWatch := context.AfterFunc(ctx, func() { close(done) })
+	defer stopWatch()
+
+	p.start = monotime.Now()
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		p.run(done)
+	}()
+	<-finished
+	sendEnd := monotime.Now()
+
+	// Drain: everything published must reach the broker, then the consumer
+	// gets up to Drain (from the last send) for the rest.
+	deadline := time.Now().Add(cfg.Drain)
+	var runErr error = p.err
+	flushCtx, cancel := context.WithDeadline(context.Background(), deadline)
+	if err := pdrv.Flush(flushCtx); err != nil && runErr == nil && p.sent > 0 {
+		runErr = fmt.Errorf("producer flush after %d messages: %w", p.sent, err)
+	}
+	cancel()
+	for cons.received.Load() < int64(p.sent) && time.Now().Before(deadline) {
+		if cdrv.Err() != nil {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cons.stopped.Store(true)
+	drainEnd := monotime.Now()
+	dropped := cdrv.Dropped()
+	if runErr == nil {
+		if err := cdrv.Err(); err != nil {
+			runErr = err
+		} else if err := pdrv.Err(); err != nil {
+			runErr = err
+		}
+	}
+
+	res := &Result{
+		Config:        cfg,
+		Driver:        u.Scheme,
+		URL:           u.Redacted(),
+		StartNs:       p.start,
+		SendEndNs:     sendEnd,
+		EndNs:         drainEnd,
+		Intended:      p.intended[:p.sent:p.sent],
+		Send:          p.send[:p.sent:p.sent],
+		Recv:          make([]int64, p.sent),
+		Planned:       p.planned,
+		Sent:          p.sent,
+		Duplicates:    int(cons.duplicates.Load()),
+		Unmarked:      int(cons.unmarked.Load()),
+		ClientDropped: dropped,
+		Interrupted:   p.interrupted,
+		Behind:        p.behind,
+	}
+	unexpected := int(cons.unexpected.Load())
+	for i := range cons.recv {
+		t := atomic.LoadInt64(&cons.recv[i])
+		if i < p.sent {
+			res.Recv[i] = t
+			if t != 0 {
+				res.Received++
+			}
+		} else if t != 0 {
+			unexpected++ // an id in this run's range that was never sent
+		}
+	}
+	res.Unexpected = unexpected
+	res.Missing = res.Sent - res.Received
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	res.summarize()
+	return res, runErr
+}
+
+// fillBody writes the filler after the marker slot. '.' can never start or
+// continue a marker, so a body holds exactly one.
+func fillBody(b []byte) {
+	for i := marker.Len; i < len(b); i++ {
+		b[i] = '.'
+	}
+}
+
+func prefault(s []int64) {
+	const perPage = 4096 / 8
+	for i := 0; i < len(s); i += perPage {
+		s[i] = 0
+	}
+}

@@ -1,0 +1,356 @@
+package load
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Result is what a run did. Per-message slices are indexed by i, the
+// message's position in the run; its id is Config.IDBase+i. All times are
+// CLOCK_MONOTONIC ns.
+type Result struct {
+	Config Config
+	Driver string // URL scheme of the driver used
+	URL    string // broker URL with any password redacted
+
+	StartNs   int64 // the run's time zero: intended time of message 0
+	SendEndNs int64 // when the producer stopped
+	EndNs     int64 // when draining stopped
+
+	Intended []int64 // t_intended_ns
+	Send     []int64 // t_send_ns: taken right before the client's publish call
+	Recv     []int64 // t_recv_ns: taken on entry to the consumer's handler; 0 = never received
+
+	Planned       int // messages the schedule called for
+	Sent          int // messages handed to the client library without error
+	Received      int // distinct sent messages the consumer got
+	Missing       int // Sent - Received
+	Duplicates    int // extra deliveries of already received messages
+	Unexpected    int // marked messages on the subject with ids this run did not send
+	Unmarked      int // messages on the subject without a marker at the start
+	ClientDropped int // messages the client library discarded before the handler (part of Missing)
+	Interrupted   bool
+	Behind        bool   // a timed run ended with the producer behind schedule
+	Error         string // why sending or draining ended early, if it did
+
+	Summary Summary
+}
+
+// SentIDs returns the ids of the messages sent, in send order.
+func (r *Result) SentIDs() []uint64 {
+	ids := make([]uint64, r.Sent)
+	for i := range ids {
+		ids[i] = r.Config.IDBase + uint64(i)
+	}
+	return ids
+}
+
+// ReceivedIDs returns the ids of the sent messages the consumer received, in
+// send order (each once, duplicates aside).
+func (r *Result) ReceivedIDs() []uint64 {
+	ids := make([]uint64, 0, r.Received)
+	for i, t := range r.Recv {
+		if t != 0 {
+			ids = append(ids, r.Config.IDBase+uint64(i))
+		}
+	}
+	return ids
+}
+
+// MissingIDs returns the ids of sent messages never received.
+func (r *Result) MissingIDs() []uint64 {
+	ids := make([]uint64, 0, r.Missing)
+	for i, t := range r.Recv {
+		if t == 0 {
+			ids = append(ids, r.Config.IDBase+uint64(i))
+		}
+	}
+	return ids
+}
+
+// IsWarmup reports whether message i was intended within the warm-up.
+func (r *Result) IsWarmup(i int) bool {
+	return r.Intended[i]-r.StartNs < r.Config.Warmup.Nanoseconds()
+}
+
+// Summary is the run's report: load.json, and the CLI's --json output.
+type Summary struct {
+	Options  Config `json:"options"`
+	Driver   string `json:"driver"`
+	URL      string `json:"url"`
+	StartNs  int64  `json:"start_ns"`
+	SendEnd  int64  `json:"send_end_ns"`
+	EndNs    int64  `json:"end_ns"`
+	FirstID  uint64 `json:"first_id"`
+	LastID   uint64 `json:"last_id,omitempty"` // of the last message sent
+	IDFormat string `json:"id_format"`
+
+	Planned       int      `json:"planned"`
+	Sent          int      `json:"sent"`
+	Received      int      `json:"received"`
+	Missing       int      `json:"missing"`
+	MissingIDs    []uint64 `json:"missing_ids_first,omitempty"` // at most 100
+	Duplicates    int      `json:"duplicates"`
+	Unexpected    int      `json:"unexpected"`
+	Unmarked      int      `json:"unmarked"`
+	ClientDropped int      `json:"client_dropped"`
+	Warmup        int      `json:"warmup_messages"`
+	Interrupted   bool     `json:"interrupted"`
+	Behind        bool     `json:"ended_behind_schedule"`
+	Error         string   `json:"error,omitempty"`
+
+	// AskedRate is Config.Rate (0: as fast as possible). AchievedRate is
+	// the rate the sends actually kept: for a paced run, the asked rate
+	// scaled by intended span / actual span of the sends; for an unpaced
+	// one, messages per second between first and last send.
+	AskedRate    float64 `json:"asked_rate"`
+	AchievedRate float64 `json:"achieved_rate"`
+	// ShortfallPct is how far the achieved rate fell below the asked one,
+	// in percent (0 when it kept up or no rate was asked).
+	ShortfallPct float64 `json:"shortfall_pct"`
+	Unsent       int     `json:"unsent"` // Planned - Sent
+
+	// Lateness is t_send - t_intended; a send later than LateAfter counts.
+	LateAfterNs   int64 `json:"late_after_ns"`
+	LateSends     int   `json:"late_sends"`
+	MaxLatenessNs int64 `json:"max_lateness_ns"`
+	Lateness      Stats `json:"lateness"`
+
+	// End-to-end latency of received non-warm-up messages: from the
+	// intended send time (what a user of an open-loop system waits) and
+	// from the actual send.
+	LatencyFromIntended Stats `json:"e2e_from_intended"`
+	LatencyFromSend     Stats `json:"e2e_from_send"`
+}
+
+// Stats are percentiles of a set of ns durations, from an HdrHistogram with
+// 3 significant digits; MinNs and MaxNs are exact.
+type Stats struct {
+	Count  int64   `json:"count"`
+	MinNs  int64   `json:"min_ns"`
+	P50Ns  int64   `json:"p50_ns"`
+	P90Ns  int64   `json:"p90_ns"`
+	P99Ns  int64   `json:"p99_ns"`
+	P999Ns int64   `json:"p999_ns"`
+	MaxNs  int64   `json:"max_ns"`
+	MeanNs float64 `json:"mean_ns"`
+	// Clamped counts values above the histogram's range (1 hour), recorded
+	// as that maximum.
+	Clamped int64 `json:"clamped,omitempty"`
+}
+
+const histMax = int64(3600e9)
+
+// hist wraps an HdrHistogram, keeping the exact minimum and maximum (the
+// histogram only knows them to its precision).
+type hist struct {
+	h        *hdrhistogram.Histogram
+	clamped  int64
+	min, max int64
+}
+
+func newHist() *hist { return &hist{h: hdrhistogram.New(1, histMax, 3)} }
+
+func (h *hist) record(v int64) {
+	if h.h.TotalCount() == 0 || v < h.min {
+		h.min = v
+	}
+	if v > h.max {
+		h.max = v
+	}
+	if v < 1 {
+		v = 1 // CLOCK_MONOTONIC cannot go back; this is sub-ns rounding only
+	}
+	if v > histMax {
+		v = histMax
+		h.clamped++
+	}
+	_ = h.h.RecordValue(v)
+}
+
+func (h *hist) stats() Stats {
+	if h.h.TotalCount() == 0 {
+		return Stats{}
+	}
+	return Stats{
+		Count:   h.h.TotalCount(),
+		MinNs:   h.min,
+		P50Ns:   h.h.ValueAtQuantile(50),
+		P90Ns:   h.h.ValueAtQuantile(90),
+		P99Ns:   h.h.ValueAtQuantile(99),
+		P999Ns:  h.h.ValueAtQuantile(99.9),
+		MaxNs:   h.max,
+		MeanNs:  h.h.Mean(),
+		Clamped: h.clamped,
+	}
+}
+
+// summarize fills r.Summary from the per-message data.
+func (r *Result) summarize() {
+	s := Summary{
+		Options:       r.Config,
+		Driver:        r.Driver,
+		URL:           r.URL,
+		StartNs:       r.StartNs,
+		SendEnd:       r.SendEndNs,
+		EndNs:         r.EndNs,
+		FirstID:       r.Config.IDBase,
+		IDFormat:      "decimal here and in e2e.csv; in message bodies BTID + 16 lowercase hex digits",
+		Planned:       r.Planned,
+		Sent:          r.Sent,
+		Received:      r.Received,
+		Missing:       r.Missing,
+		Duplicates:    r.Duplicates,
+		Unexpected:    r.Unexpected,
+		Unmarked:      r.Unmarked,
+		ClientDropped: r.ClientDropped,
+		Interrupted:   r.Interrupted,
+		Behind:        r.Behind,
+		Error:         r.Error,
+		AskedRate:     r.Config.Rate,
+		Unsent:        max(r.Planned-r.Sent, 0),
+		LateAfterNs:   r.Config.LateAfter.Nanoseconds(),
+	}
+	s.Options.URL = r.URL
+	if r.Sent > 0 {
+		s.LastID = r.Config.IDBase + uint64(r.Sent-1)
+	}
+	if r.Missing > 0 {
+		s.MissingIDs = r.MissingIDs()
+		if len(s.MissingIDs) > 100 {
+			s.MissingIDs = s.MissingIDs[:100]
+		}
+	}
+
+	late, fromInt, fromSend := newHist(), newHist(), newHist()
+	lateAfter := r.Config.LateAfter.Nanoseconds()
+	for i := 0; i < r.Sent; i++ {
+		l := r.Send[i] - r.Intended[i]
+		if l > lateAfter {
+			s.LateSends++
+		}
+		if l > s.MaxLatenessNs {
+			s.MaxLatenessNs = l
+		}
+		late.record(l)
+		if r.IsWarmup(i) {
+			s.Warmup++
+			continue
+		}
+		if t := r.Recv[i]; t != 0 {
+			fromInt.record(t - r.Intended[i])
+			fromSend.record(t - r.Send[i])
+		}
+	}
+	s.Lateness = late.stats()
+	s.LatencyFromIntended = fromInt.stats()
+	s.LatencyFromSend = fromSend.stats()
+
+	if r.Sent > 1 {
+		sendSpan := float64(r.Send[r.Sent-1] - r.Send[0])
+		if r.Config.Rate > 0 {
+			intendedSpan := float64(r.Intended[r.Sent-1] - r.Intended[0])
+			actualSpan := float64(r.Send[r.Sent-1] - r.Intended[0])
+			if intendedSpan > 0 && actualSpan > 0 {
+				s.AchievedRate = r.Config.Rate * intendedSpan / actualSpan
+			} else if sendSpan > 0 {
+				// One burst only: nothing to pace against.
+				s.AchievedRate = float64(r.Sent-1) / sendSpan * 1e9
+			}
+		} else if sendSpan > 0 {
+			s.AchievedRate = float64(r.Sent-1) / sendSpan * 1e9
+		}
+	}
+	if r.Config.Rate > 0 && s.AchievedRate > 0 && s.AchievedRate < r.Config.Rate {
+		s.ShortfallPct = 100 * (1 - s.AchievedRate/r.Config.Rate)
+	}
+	r.Summary = s
+}
+
+// WriteFiles writes dir/e2e.csv (one row per message sent) and dir/load.json
+// (the Summary), creating dir if needed. Each file is written to a temporary
+// file in dir, synced and renamed into place, so a reader never sees a
+// partial file, even if the process dies while writing.
+func (r *Result) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("output directory: %w", err)
+	}
+	if err := writeAtomic(filepath.Join(dir, "e2e.csv"), r.writeCSV); err != nil {
+		return err
+	}
+	return writeAtomic(filepath.Join(dir, "load.json"), func(w *bufio.Writer) error {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r.Summary)
+	})
+}
+
+// CSVHeader is the first line of e2e.csv.
+const CSVHeader = "id,t_intended_ns,t_send_ns,t_recv_ns,warmup"
+
+func (r *Result) writeCSV(w *bufio.Writer) error {
+	w.WriteString(CSVHeader + "\n")
+	var line []byte
+	for i := 0; i < r.Sent; i++ {
+		line = strconv.AppendUint(line[:0], r.Config.IDBase+uint64(i), 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, r.Intended[i], 10)
+		line = append(line, ',')
+		line = strconv.AppendInt(line, r.Send[i], 10)
+		line = append(line, ',')
+		if t := r.Recv[i]; t != 0 {
+			line = strconv.AppendInt(line, t, 10)
+		}
+		if r.IsWarmup(i) {
+			line = append(line, ",1\n"...)
+		} else {
+			line = append(line, ",0\n"...)
+		}
+		if _, err := w.Write(line); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeAtomic(path string, fill func(*bufio.Writer) error) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	tmp := f.Name()
+	ok := false
+	defer func() {
+		if !ok {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	w := bufio.NewWriterSize(f, 1<<16)
+	if err := fill(w); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := w.Flush(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Chmod(0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("writing %s: %w", path, err)
+	}
+	ok = true
+	return nil
+}

@@ -1,0 +1,93 @@
+// Package probes holds what every eBPF probe of brokertrace needs before it
+// loads: privilege and kernel-feature checks that turn the kernel's terse
+// errors into one line saying what is wrong and what to do.
+package probes
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// ErrPrivilege is wrapped by errors that mean: run as root, or grant the
+// capabilities named.
+var ErrPrivilege = errors.New("insufficient privileges")
+
+// ErrKernel is wrapped by errors that mean: this kernel lacks a feature.
+var ErrKernel = errors.New("kernel lacks a required feature")
+
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+func hasCap(eff uint64, c uint) bool { return eff&(1<<c) != 0 }
+
+// CheckPrivileges reports whether the process may load and attach tracing
+// programs: CAP_SYS_ADMIN, or CAP_BPF together with CAP_PERFMON.
+func CheckPrivileges() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("reading capabilities: %w", err)
+	}
+	eff := uint64(data[0].Effective) | uint64(data[1].Effective)<<32
+	if hasCap(eff, capSysAdmin) || (hasCap(eff, capBPF) && hasCap(eff, capPerfmon)) {
+		return nil
+	}
+	return fmt.Errorf("%w: loading eBPF probes needs root (or CAP_BPF and CAP_PERFMON): run with sudo", ErrPrivilege)
+}
+
+var (
+	kernelSpecOnce sync.Once
+	kernelSpec     *btf.Spec
+	kernelSpecErr  error
+)
+
+// KernelBTF returns the running kernel's BTF, which CO-RE relocation and
+// tp_btf programs need, or an error that says how to get it.
+func KernelBTF() (*btf.Spec, error) {
+	kernelSpecOnce.Do(func() {
+		if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+			kernelSpecErr = fmt.Errorf("%w: no BTF at /sys/kernel/btf/vmlinux: brokertrace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.8 or later; most distribution kernels since 2021 have it)", ErrKernel)
+			return
+		}
+		kernelSpec, kernelSpecErr = btf.LoadKernelSpec()
+		if kernelSpecErr != nil {
+			kernelSpecErr = fmt.Errorf("%w: reading kernel BTF: %v", ErrKernel, kernelSpecErr)
+		}
+	})
+	return kernelSpec, kernelSpecErr
+}
+
+// HasTracepoint reports whether the kernel's BTF knows the tracepoint, i.e.
+// whether a tp_btf program can attach to it.
+func HasTracepoint(name string) bool {
+	spec, err := KernelBTF()
+	if err != nil {
+		return false
+	}
+	var td *btf.Typedef
+	return spec.TypeByName("btf_trace_"+name, &td) == nil
+}
+
+// Prepare runs the checks every probe needs and lifts the memlock limit that
+// kernels before 5.11 charge BPF maps against.
+func Prepare() error {
+	if err := CheckPrivileges(); err != nil {
+		return err
+	}
+	if _, err := KernelBTF(); err != nil {
+		return err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return fmt.Errorf("%w: raising RLIMIT_MEMLOCK: %v", ErrPrivilege, err)
+	}
+	return nil
+}

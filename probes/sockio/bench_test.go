@@ -1,0 +1,263 @@
+package sockio
+
+import (
+	"context"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/marker"
+)
+
+// The benchmarks print, for every figure, the floor measured in the same
+// run: the same system calls with no program, and with an empty program on
+// the same hook. Program run time per call comes from the kernel's own BPF
+// statistics (BPF_STATS_RUN_TIME), which exclude the benchmark's loop.
+
+// floor attaches the empty programs of a path and returns a detach func.
+func floor(b *testing.B, path Path) (progs []*ebpf.Program, detach func()) {
+	b.Helper()
+	spec, err := loadSockio()
+	if err != nil {
+		b.Fatal(err)
+	}
+	names := map[Path][]string{PathSock: {"floor_sock_recv", "floor_sock_send"}, PathSyscalls: {"floor_sys_exit"}}[path]
+	for n := range spec.Programs {
+		if !contains(names, n) {
+			delete(spec.Programs, n)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var links []link.Link
+	for _, n := range names {
+		p := coll.Programs[n]
+		var l link.Link
+		if path == PathSock {
+			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		} else {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: p})
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		links = append(links, l)
+		progs = append(progs, p)
+	}
+	return progs, func() {
+		for _, l := range links {
+			l.Close()
+		}
+		coll.Close()
+	}
+}
+
+// runStats sums run time and count of programs.
+func runStats(progs []*ebpf.Program) (time.Duration, uint64) {
+	var rt time.Duration
+	var n uint64
+	for _, p := range progs {
+		if s, err := p.Stats(); err == nil {
+			rt += s.Runtime
+			n += s.RunCount
+		}
+	}
+	return rt, n
+}
+
+// drain hands fd to a child process that reads and discards everything,
+// so that the benchmark's reads are not traced (the probe follows only this
+// process) and do not compete for the benchmark's own threads.
+func drain(fd int) chan struct{} {
+	done := make(chan struct{})
+	f := os.NewFile(uintptr(fd), "sink")
+	cmd := exec.Command("cat")
+	cmd.Stdin = f
+	if err := cmd.Start(); err != nil {
+		panic(err)
+	}
+	go func() {
+		cmd.Wait()
+		close(done)
+	}()
+	return done
+}
+
+func payload(size int, kind string) []byte {
+	b := make([]byte, size)
+	switch kind {
+	case "text": // no 'B' at all: the scan's best case
+		for i := range b {
+			b[i] = "abcdefghijklmnopqrstuvwxyz0123456789 \r\n"[i%39]
+		}
+	case "random": // about one 'B' every 256 bytes: candidate words to check
+		r := rand.New(rand.NewPCG(1, 1))
+		for i := range b {
+			b[i] = byte(r.UintN(256))
+		}
+	case "marker":
+		for i := range b {
+			b[i] = 'x'
+		}
+		marker.Put(b[size/2-marker.Len/2:], 42)
+	}
+	return b
+}
+
+// writeLoop times b.N writes of buf and reports ns per write.
+func writeLoop(b *testing.B, buf []byte, progs []*ebpf.Program) {
+	cfd, sfd := tcpPair(b)
+	done := drain(sfd)
+	rt0, n0 := runStats(progs)
+	b.SetBytes(int64(len(buf)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := unix.Write(cfd, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	rt1, n1 := runStats(progs)
+	if n1 > n0 {
+		b.ReportMetric(float64(rt1-rt0)/float64(n1-n0), "prog-ns/run")
+		if len(buf) >= 4096 {
+			b.ReportMetric(float64(rt1-rt0)/float64(n1-n0)/(float64(len(buf))/1024), "prog-ns/KiB")
+		}
+	}
+	unix.Shutdown(cfd, unix.SHUT_WR)
+	<-done
+}
+
+// BenchmarkSocketCall: the cost of one traced write(2) on a TCP socket.
+// "none" has no program; "floor" an empty program on the same hook;
+// "probe" the real probe with no marker and with one marker in the bytes.
+func BenchmarkSocketCall(b *testing.B) {
+	requireRoot(b)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	for _, size := range []int{128, 1024} {
+		sz := "/" + itoa(size) + "B"
+		b.Run("none"+sz, func(b *testing.B) { writeLoop(b, payload(size, "text"), nil) })
+		for _, path := range paths {
+			b.Run(string(path)+"/floor"+sz, func(b *testing.B) {
+				progs, detach := floor(b, path)
+				defer detach()
+				writeLoop(b, payload(size, "text"), progs)
+			})
+			for _, kind := range []string{"text", "marker"} {
+				b.Run(string(path)+"/probe-"+kind+sz, func(b *testing.B) {
+					tr, err := Open(Options{PID: os.Getpid(), Path: path})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer tr.Close()
+					ctx, cancel := context.WithCancel(context.Background())
+					go tr.Read(ctx, func(*events.IO) {})
+					writeLoop(b, payload(size, kind), tr.progs)
+					cancel()
+					if st, _ := tr.Stats(); st.DroppedEvents != 0 {
+						b.Errorf("dropped %d events", st.DroppedEvents)
+					}
+				})
+			}
+		}
+	}
+}
+
+// BenchmarkScan: the probe's cost per KiB scanned, from writes of 64 KiB.
+func BenchmarkScan(b *testing.B) {
+	requireRoot(b)
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	const size = 64 << 10
+	b.Run("floor", func(b *testing.B) {
+		progs, detach := floor(b, PathSock)
+		defer detach()
+		writeLoop(b, payload(size, "text"), progs)
+	})
+	for _, kind := range []string{"text", "random"} {
+		b.Run("probe-"+kind, func(b *testing.B) {
+			tr, err := Open(Options{PID: os.Getpid(), Path: PathSock})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer tr.Close()
+			writeLoop(b, payload(size, kind), tr.progs)
+			st, _ := tr.Stats()
+			if st.FaultBytes != [2]uint64{} || st.Unscanned != [2]uint64{} {
+				b.Errorf("not all bytes scanned: %+v", st)
+			}
+		})
+	}
+}
+
+// BenchmarkEventRate: markers delivered to user space per second, with
+// writes of 32 back-to-back markers, and the drops (which must be zero).
+func BenchmarkEventRate(b *testing.B) {
+	requireRoot(b)
+	tr, err := Open(Options{PID: os.Getpid(), Path: PathSock})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	var got atomic.Uint64
+	ctx, cancel := context.WithCancel(context.Background())
+	readDone := make(chan struct{})
+	go func() {
+		tr.Read(ctx, func(io *events.IO) { got.Add(uint64(len(io.Markers))) })
+		close(readDone)
+	}()
+	var buf []byte
+	for i := 0; i < 32; i++ {
+		buf = marker.Append(buf, uint64(i))
+	}
+	cfd, sfd := tcpPair(b)
+	done := drain(sfd)
+	start := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		marker.Put(buf, uint64(i))
+		if _, err := unix.Write(cfd, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	unix.Shutdown(cfd, unix.SHUT_WR)
+	<-done
+	cancel()
+	<-readDone
+	b.StopTimer()
+	secs := time.Since(start).Seconds()
+	st, _ := tr.Stats()
+	b.ReportMetric(float64(got.Load())/secs, "markers/s")
+	b.ReportMetric(float64(st.DroppedMarkers), "dropped")
+	if want := st.Markers[0] + st.Markers[1]; got.Load()+st.DroppedMarkers != want {
+		b.Errorf("delivered %d + dropped %d != found %d", got.Load(), st.DroppedMarkers, want)
+	}
+}
+
+func itoa(n int) string {
+	if n >= 1024 && n%1024 == 0 {
+		return string(rune('0'+n/1024)) + "Ki"
+	}
+	s := ""
+	for ; n > 0; n /= 10 {
+		s = string(rune('0'+n%10)) + s
+	}
+	return s
+}

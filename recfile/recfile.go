@@ -1,0 +1,197 @@
+// Package recfile writes and reads the files of a recording directory:
+// messages.csv (one row per message copy leaving the broker) and meta.json
+// (what was recorded, how, and every counter of lost or unmatched data).
+// docs/formats.md documents them for users; this package is their single
+// definition in code.
+package recfile
+
+import (
+	"bufio"
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/brokertrace/brokertrace/correlate"
+)
+
+// File names inside a recording directory.
+const (
+	MessagesFile = "messages.csv"
+	MetaFile     = "meta.json"
+)
+
+// MessageColumns is the header row of messages.csv.
+var MessageColumns = []string{
+	"id", "t_in_ns", "t_out_ns", "latency_ns", "in_tid", "out_tid",
+	"in_lport", "in_rport", "out_lport", "out_rport", "copy",
+}
+
+// MessageWriter streams messages.csv. It writes the header row when it is
+// created, so even a recording that saw no message leaves a valid file.
+type MessageWriter struct {
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+	n   int64
+}
+
+// CreateMessages creates dir/messages.csv, failing early (before any probe
+// is attached) when the directory cannot be written.
+func CreateMessages(dir string) (*MessageWriter, error) {
+	f, err := os.Create(filepath.Join(dir, MessagesFile))
+	if err != nil {
+		return nil, err
+	}
+	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10)}
+	for i, c := range MessageColumns {
+		if i > 0 {
+			mw.w.WriteByte(',')
+		}
+		mw.w.WriteString(c)
+	}
+	mw.w.WriteByte('\n')
+	if err := mw.w.Flush(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return mw, nil
+}
+
+// Write appends one row without allocating.
+func (mw *MessageWriter) Write(m *correlate.Message) error {
+	b := mw.buf[:0]
+	b = strconv.AppendUint(b, m.ID, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.TIn, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.TOut, 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, m.Latency(), 10)
+	for _, v := range [...]uint64{uint64(m.InTID), uint64(m.OutTID),
+		uint64(m.InConn.LocalPort), uint64(m.InConn.RemotePort),
+		uint64(m.OutConn.LocalPort), uint64(m.OutConn.RemotePort), uint64(m.Copy)} {
+		b = append(b, ',')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	b = append(b, '\n')
+	mw.buf = b
+	mw.n++
+	_, err := mw.w.Write(b)
+	return err
+}
+
+// Rows is the number of rows written.
+func (mw *MessageWriter) Rows() int64 { return mw.n }
+
+// Close flushes and closes the file; the file is complete once it returns nil.
+func (mw *MessageWriter) Close() error {
+	err := mw.w.Flush()
+	if err2 := mw.f.Sync(); err == nil {
+		err = err2
+	}
+	if err2 := mw.f.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// ReadMessages reads a messages.csv back.
+func ReadMessages(path string) ([]correlate.Message, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := csv.NewReader(bufio.NewReader(f))
+	r.ReuseRecord = true
+	hdr, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%s: reading header: %w", path, err)
+	}
+	col := map[string]int{}
+	for i, h := range hdr {
+		col[h] = i
+	}
+	for _, c := range MessageColumns {
+		if _, ok := col[c]; !ok {
+			return nil, fmt.Errorf("%s: no column %q", path, c)
+		}
+	}
+	var out []correlate.Message
+	for line := 2; ; line++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		u := func(name string) uint64 {
+			if err != nil {
+				return 0
+			}
+			var v uint64
+			v, err = strconv.ParseUint(rec[col[name]], 10, 64)
+			return v
+		}
+		i := func(name string) int64 {
+			if err != nil {
+				return 0
+			}
+			var v int64
+			v, err = strconv.ParseInt(rec[col[name]], 10, 64)
+			return v
+		}
+		m := correlate.Message{ID: u("id"), TIn: i("t_in_ns"), TOut: i("t_out_ns"),
+			InTID: uint32(u("in_tid")), OutTID: uint32(u("out_tid")), Copy: uint32(u("copy"))}
+		m.InConn.LocalPort, m.InConn.RemotePort = uint16(u("in_lport")), uint16(u("in_rport"))
+		m.OutConn.LocalPort, m.OutConn.RemotePort = uint16(u("out_lport")), uint16(u("out_rport"))
+		if lat := i("latency_ns"); err == nil && lat != m.Latency() {
+			err = fmt.Errorf("latency_ns %d != t_out_ns - t_in_ns", lat)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, m)
+	}
+}
+
+// WriteJSON writes v as indented JSON to dir/name atomically: a reader sees
+// the old file or the whole new one, never a part.
+func WriteJSON(dir, name string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	if err != nil {
+		return err
+	}
+	_, err = tmp.Write(append(data, '\n'))
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if err2 := tmp.Close(); err == nil {
+		err = err2
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+	}
+	return err
+}
+
+// ReadJSON reads dir/name into v.
+func ReadJSON(dir, name string, v any) error {
+	data, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}

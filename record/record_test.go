@@ -1,0 +1,304 @@
+package record
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/target"
+)
+
+// These tests record a real nats-server from Debian while real clients send
+// marked messages through it, and check the recording message by message.
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load eBPF programs")
+	}
+}
+
+// recording runs Run in the background against the server.
+type recording struct {
+	dir    string
+	cancel context.CancelFunc
+	done   chan struct{}
+	res    *Result
+	err    error
+}
+
+func startRecording(t *testing.T, srv *testbroker.NATS, path sockio.Path) *recording {
+	t.Helper()
+	proc, err := target.ByPID(srv.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &recording{dir: t.TempDir(), done: make(chan struct{})}
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	attached := make(chan struct{})
+	live := &lineWatcher{prefix: "brokertrace: attached", seen: attached}
+	go func() {
+		defer close(r.done)
+		r.res, r.err = Run(ctx, Config{Target: proc, SelectedBy: "pid", Out: r.dir, Path: path, Live: live, LiveInterval: 200 * time.Millisecond})
+	}()
+	select {
+	case <-attached:
+	case <-r.done:
+		t.Fatalf("recording ended before attaching: %v", r.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no attached line within 30s")
+	}
+	return r
+}
+
+func (r *recording) stop(t *testing.T) (*Result, []correlate.Message) {
+	t.Helper()
+	r.cancel()
+	<-r.done
+	if r.err != nil {
+		t.Fatalf("Run: %v", r.err)
+	}
+	msgs, err := recfile.ReadMessages(filepath.Join(r.dir, recfile.MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta recfile.Meta
+	if err := recfile.ReadJSON(r.dir, recfile.MetaFile, &meta); err != nil {
+		t.Fatalf("meta.json: %v", err)
+	}
+	if meta.Rows != int64(len(msgs)) || meta.Target.PID != r.res.Meta.Target.PID {
+		t.Fatalf("meta.json rows %d (csv %d), pid %d", meta.Rows, len(msgs), meta.Target.PID)
+	}
+	return r.res, msgs
+}
+
+// lineWatcher closes seen when a line with the prefix is written.
+type lineWatcher struct {
+	mu     sync.Mutex
+	prefix string
+	seen   chan struct{}
+	once   sync.Once
+	lines  []string
+}
+
+func (w *lineWatcher) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.lines = append(w.lines, l)
+		if strings.HasPrefix(l, w.prefix) {
+			w.once.Do(func() { close(w.seen) })
+		}
+	}
+	return len(p), nil
+}
+
+// TestNATSLoad: thousands of messages from a producer to a consumer through
+// nats-server. Every id is found exactly once in and once out, and the
+// broker's times agree with the end-to-end times the clients measured on the
+// same clock: the broker read the message after it was sent, and its latency
+// is shorter than the end-to-end latency. (t_out may follow t_recv: on
+// loopback the consumer can be handed the bytes inside the broker's sendmsg,
+// before the call returns and the probe stamps it.)
+func TestNATSLoad(t *testing.T) {
+	requireRoot(t)
+	for _, path := range []sockio.Path{sockio.PathSock, sockio.PathSyscalls} {
+		t.Run(string(path), func(t *testing.T) {
+			srv := testbroker.StartNATS(t)
+			rec := startRecording(t, srv, path)
+			lr, err := load.Run(context.Background(), load.Config{
+				URL: srv.URL(), Subject: "bt.test", Rate: 4000, Count: 6000, Size: 256, Drain: 5 * time.Second,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lr.Received != 6000 {
+				t.Fatalf("the consumer received %d of 6000", lr.Received)
+			}
+			res, msgs := rec.stop(t)
+
+			sent := map[uint64]int{}
+			for i, id := range lr.SentIDs() {
+				sent[id] = i
+			}
+			seen := map[uint64]bool{}
+			for _, m := range msgs {
+				i, ok := sent[m.ID]
+				if !ok {
+					t.Fatalf("id %d was never sent", m.ID)
+				}
+				if seen[m.ID] {
+					t.Fatalf("id %d twice", m.ID)
+				}
+				seen[m.ID] = true
+				if !(lr.Send[i] <= m.TIn && m.TIn < m.TOut && m.Latency() < lr.Recv[i]-lr.Send[i]) {
+					t.Fatalf("id %d: send %d in %d out %d recv %d: broker times disagree with end-to-end times",
+						m.ID, lr.Send[i], m.TIn, m.TOut, lr.Recv[i])
+				}
+				if m.Latency() > int64(time.Second) {
+					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency()))
+				}
+				if m.InConn.LocalPort != uint16(port(t, srv.Addr)) || m.OutConn.LocalPort != m.InConn.LocalPort ||
+					m.InConn.RemotePort == m.OutConn.RemotePort {
+					t.Fatalf("connections: in %+v out %+v", m.InConn, m.OutConn)
+				}
+			}
+			if len(seen) != 6000 {
+				t.Fatalf("%d of 6000 ids in messages.csv", len(seen))
+			}
+			c := res.Meta.Messages
+			if c.Messages != 6000 || c.Copies != 6000 || c.InWithoutOut != 0 || c.OutWithoutIn != 0 || c.DuplicateIn != 0 {
+				t.Fatalf("counts %+v", c)
+			}
+			st := res.Meta.Probe.Stats
+			if st.DroppedEvents != 0 || st.Missed != 0 || res.Meta.Probe.Path != string(path) {
+				t.Fatalf("probe %+v", res.Meta.Probe)
+			}
+			if len(res.Meta.Warnings) != 0 {
+				t.Fatalf("warnings: %v", res.Meta.Warnings)
+			}
+			h := res.Latency
+			t.Logf("%s: 6000/6000 messages; broker latency p50 %s p99 %s max %s; %d reads, %d writes",
+				path, FormatNs(h.ValueAtQuantile(50)), FormatNs(h.ValueAtQuantile(99)), FormatNs(h.Max()), st.Calls[0], st.Calls[1])
+		})
+	}
+}
+
+func port(t *testing.T, addr string) int {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, c := range p {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// subscribe collects the ids a nats.go consumer receives.
+func subscribe(t *testing.T, srv *testbroker.NATS, subject string) func(n int) []uint64 {
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	var mu sync.Mutex
+	var ids []uint64
+	if _, err := nc.Subscribe(subject, func(m *nats.Msg) {
+		for _, f := range marker.Scan(m.Data) {
+			mu.Lock()
+			ids = append(ids, f.ID)
+			mu.Unlock()
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	nc.Flush()
+	return func(n int) []uint64 {
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			mu.Lock()
+			k := len(ids)
+			mu.Unlock()
+			if k >= n {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(ids)
+	}
+}
+
+// TestNATSBurstAndSplit: 150 messages in a single write reach the broker in
+// one read; a marker split across two writes with a pause between them.
+func TestNATSBurstAndSplit(t *testing.T) {
+	requireRoot(t)
+	srv := testbroker.StartNATS(t)
+	wait := subscribe(t, srv, "bt.burst")
+	rec := startRecording(t, srv, sockio.PathAuto)
+	var ids []uint64
+	for i := uint64(0); i < 150; i++ {
+		ids = append(ids, 0xb0000000+i)
+	}
+	if err := load.NATSRawBurst(srv.Addr, "bt.burst", ids, 64); err != nil {
+		t.Fatal(err)
+	}
+	const splitID = 0x5917
+	if err := load.NATSRawSplitMarker(srv.Addr, "bt.burst", splitID, 64, 9, 100*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(ids), splitID)
+	if got := wait(len(want)); !slices.Equal(got, want) {
+		t.Fatalf("the consumer got %d ids, want %d", len(got), len(want))
+	}
+	slices.Sort(want)
+	res, msgs := rec.stop(t)
+	var got []uint64
+	for _, m := range msgs {
+		got = append(got, m.ID)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("messages.csv has %d ids, want %d (%v)", len(got), len(want), res.Meta.Messages)
+	}
+	// The burst arrived in a single write: the broker needs few reads.
+	if st := res.Meta.Probe.Stats; st.Calls[0] > 20 {
+		t.Logf("note: %d reads for the burst", st.Calls[0])
+	}
+	if c := res.Meta.Messages; c.InWithoutOut != 0 || c.OutWithoutIn != 0 {
+		t.Fatalf("counts %+v", c)
+	}
+}
+
+// TestTargetExits: killing the broker mid-recording ends the recording by
+// itself, with valid files.
+func TestTargetExits(t *testing.T) {
+	requireRoot(t)
+	srv := testbroker.StartNATS(t)
+	rec := startRecording(t, srv, sockio.PathAuto)
+	lr := make(chan *load.Result, 1)
+	go func() {
+		r, _ := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.kill", Rate: 2000, Count: 20000, Drain: time.Second})
+		lr <- r
+	}()
+	time.Sleep(700 * time.Millisecond)
+	srv.Cmd.Process.Kill()
+	select {
+	case <-rec.done:
+	case <-time.After(15 * time.Second):
+		t.Fatal("recording did not end after the target exited")
+	}
+	if rec.err != nil {
+		t.Fatal(rec.err)
+	}
+	if rec.res.Meta.EndReason != "target-exited" {
+		t.Fatalf("end reason %q", rec.res.Meta.EndReason)
+	}
+	msgs, err := recfile.ReadMessages(filepath.Join(rec.dir, recfile.MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := <-lr
+	if r == nil || len(msgs) == 0 || len(msgs) > r.Received+10 {
+		t.Fatalf("%d rows for a load that had %v", len(msgs), r)
+	}
+	t.Logf("%d messages recorded before the broker was killed (%d received by the consumer)", len(msgs), r.Received)
+}
