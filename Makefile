@@ -27,12 +27,20 @@ build:
 generate: deps
 	$(GO) generate ./probes/...
 
-test: deps build
-	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 20m ./...
+# Fails when the committed BPF objects do not match bpf/ (see the script).
+check-generated: deps
+	scripts/check-generated.sh
 
+test: deps build check-generated
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m -p 1 ./...
+
+# Benchmarks print each figure next to its floor measured in the same run.
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 2s ./...
+	$(GO) test -run '^$$' -bench . -benchtime 2s -timeout 30m -p 1 ./...
+
+demo: deps build
+	scripts/demo.sh
 
 clean:
 	rm -rf bin

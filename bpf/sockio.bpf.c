@@ -35,6 +35,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by the loader before the program is loaded. */
 const volatile __u32 targ_tgid = 0;
 const volatile __u32 scan_limit = 256 * 1024; /* bytes scanned per call at most */
+/* Wake the reader only once this much is waiting; it also polls on a short
+ * timer. A wake-up per record (the default) costs the traced call about a
+ * microsecond and the reader a context switch per event. */
+const volatile __u64 wakeup_bytes = 1 << 20;
 
 #define SCAN_CHUNK 16384 /* bytes copied and scanned per step */
 #define HEAD 24         /* room in front of a chunk for the carried bytes */
@@ -161,7 +165,9 @@ static __always_inline void flush_event(struct scan_ctx *c, struct bt_stats *st,
 	else
 		c->ev.flags &= ~BT_EV_MORE;
 	__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
-	if (bpf_ringbuf_output(&events, &c->ev, size, 0) == 0) {
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+										      : BPF_RB_NO_WAKEUP;
+	if (bpf_ringbuf_output(&events, &c->ev, size, flags) == 0) {
 		__sync_fetch_and_add(&st->events, 1);
 	} else {
 		__sync_fetch_and_add(&st->dropped_events, 1);
@@ -364,7 +370,17 @@ __noinline int scan_step(void)
 }
 
 /* One traced call of the target: account it and scan its bytes. */
-static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u64 uptr,
+/* What the entry programs read from the socket, each the cheapest way its
+ * hook allows: direct loads through the BTF pointer of tp_btf, probe reads
+ * in the raw_tp fallback. */
+struct sockinfo {
+	struct sock *sk;
+	__u32 seq_end;
+	__u16 lport;
+	__u16 rport;
+};
+
+static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call, __u64 uptr,
 				     __u64 iovcnt, bool vec, __u32 total)
 {
 	struct scan_ctx *c = get_ctx();
@@ -380,7 +396,7 @@ static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u
 		return 0;
 	}
 
-	struct carry_key key = { .sock = (__u64)sk, .dir = dir };
+	struct carry_key key = { .sock = (__u64)si->sk, .dir = dir };
 	struct carry_val *cv = bpf_map_lookup_elem(&carries, &key);
 	if (cv) {
 		c->carry[0] = cv->bytes[0];
@@ -391,16 +407,15 @@ static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u
 		c->carry_len = 0;
 	}
 
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
 	c->ev.ts_ns = bpf_ktime_get_ns();
-	c->ev.sock = (__u64)sk;
+	c->ev.sock = (__u64)si->sk;
 	__u64 id = bpf_get_current_pid_tgid();
 	c->ev.pid = id >> 32;
 	c->ev.tid = (__u32)id;
 	c->ev.bytes = total;
-	c->ev.seq_end = dir == BT_DIR_IN ? BPF_CORE_READ(tp, copied_seq) : BPF_CORE_READ(tp, write_seq);
-	c->ev.lport = BPF_CORE_READ(sk, __sk_common.skc_num);
-	c->ev.rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	c->ev.seq_end = si->seq_end;
+	c->ev.lport = si->lport;
+	c->ev.rport = si->rport;
 	c->ev.dir = dir;
 	c->ev.call = call;
 	c->ev.flags = 0;
@@ -452,7 +467,8 @@ static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u
 	return 0;
 }
 
-static __always_inline bool is_tcp(struct sock *sk)
+/* is_tcp_read: the raw_tp path, through probe reads. */
+static __always_inline bool is_tcp_read(struct sock *sk)
 {
 	__u16 family = BPF_CORE_READ(sk, __sk_common.skc_family);
 	return (family == AF_INET || family == AF_INET6) &&
@@ -519,7 +535,11 @@ static __always_inline bool is_target(void)
 
 static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int flags)
 {
-	if (ret <= 0 || !is_tcp(sk))
+	if (ret <= 0)
+		return 0;
+	__u16 family = sk->__sk_common.skc_family;
+	if ((family != AF_INET && family != AF_INET6) || sk->sk_protocol != IPPROTO_TCP ||
+	    sk->sk_type != SOCK_STREAM)
 		return 0;
 	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
 		struct bt_stats *st = get_stats();
@@ -539,7 +559,17 @@ static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int f
 	__u64 uptr, iovcnt;
 	bool vec;
 	__u32 call = classify(dir, nr, a1, a2, &uptr, &iovcnt, &vec);
-	return scan_call(sk, dir, call, uptr, iovcnt, vec, ret);
+	/* The verifier knows sk as struct sock; this cast gives it tcp_sock. */
+	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
+	if (!tp)
+		return 0;
+	struct sockinfo si = {
+		.sk = sk,
+		.seq_end = dir == BT_DIR_IN ? tp->copied_seq : tp->write_seq,
+		.lport = sk->__sk_common.skc_num,
+		.rport = bpf_ntohs(sk->__sk_common.skc_dport),
+	};
+	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret);
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -614,7 +644,7 @@ int sys_exit(__u64 *ctx)
 		return 0;
 	}
 	struct sock *sk = sock_of_fd((int)BPF_CORE_READ(regs, di));
-	if (!sk || !is_tcp(sk))
+	if (!sk || !is_tcp_read(sk))
 		return 0;
 	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
 		struct bt_stats *st = get_stats();
@@ -625,7 +655,14 @@ int sys_exit(__u64 *ctx)
 	__u64 uptr, iovcnt;
 	bool vec;
 	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &iovcnt, &vec);
-	return scan_call(sk, dir, call, uptr, iovcnt, vec, ret);
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	struct sockinfo si = {
+		.sk = sk,
+		.seq_end = dir == BT_DIR_IN ? BPF_CORE_READ(tp, copied_seq) : BPF_CORE_READ(tp, write_seq),
+		.lport = BPF_CORE_READ(sk, __sk_common.skc_num),
+		.rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport)),
+	};
+	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret);
 }
 
 /* ---- floors for `make bench`: empty programs on the same hooks ---- */

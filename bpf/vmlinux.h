@@ -31,6 +31,15 @@ enum bpf_map_type {
 	BPF_MAP_TYPE_RINGBUF = 27,
 };
 
+/* Ring buffer flags and queries (uapi). */
+enum {
+	BPF_RB_NO_WAKEUP = 1,
+	BPF_RB_FORCE_WAKEUP = 2,
+};
+enum {
+	BPF_RB_AVAIL_DATA = 0,
+};
+
 enum {
 	BPF_ANY = 0,
 	BPF_NOEXIST = 1,
@@ -133,6 +142,7 @@ struct task_struct {
 	unsigned long nvcsw;
 	unsigned long nivcsw;
 	struct sched_entity se;
+	int on_cpu; /* 1 from switch-in until its switch-out completes */
 };
 
 #pragma clang attribute pop

@@ -62,12 +62,12 @@ type Marker struct {
 
 // IO is one socket call of the target that carried markers.
 type IO struct {
-	Time   int64 // CLOCK_MONOTONIC ns when the call was done
-	PID    uint32
-	TID    uint32
-	Dir    Dir
-	Call   Call
-	Bytes  uint32 // bytes the call moved
+	Time  int64 // CLOCK_MONOTONIC ns when the call was done
+	PID   uint32
+	TID   uint32
+	Dir   Dir
+	Call  Call
+	Bytes uint32 // bytes the call moved
 	// SeqEnd is the TCP stream sequence after the call (copied_seq in,
 	// write_seq out). A read that also consumed the peer's FIN is one past
 	// its data, because the FIN takes a sequence number.

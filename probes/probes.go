@@ -44,6 +44,9 @@ func CheckPrivileges() error {
 	return fmt.Errorf("%w: loading eBPF probes needs root (or CAP_BPF and CAP_PERFMON): run with sudo", ErrPrivilege)
 }
 
+// vmlinuxBTF is where the kernel exposes its BTF.
+const vmlinuxBTF = "/sys/kernel/btf/vmlinux"
+
 var (
 	kernelSpecOnce sync.Once
 	kernelSpec     *btf.Spec
@@ -54,8 +57,7 @@ var (
 // tp_btf programs need, or an error that says how to get it.
 func KernelBTF() (*btf.Spec, error) {
 	kernelSpecOnce.Do(func() {
-		if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
-			kernelSpecErr = fmt.Errorf("%w: no BTF at /sys/kernel/btf/vmlinux: brokertrace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.8 or later; most distribution kernels since 2021 have it)", ErrKernel)
+		if kernelSpecErr = checkBTF(vmlinuxBTF); kernelSpecErr != nil {
 			return
 		}
 		kernelSpec, kernelSpecErr = btf.LoadKernelSpec()
@@ -64,6 +66,13 @@ func KernelBTF() (*btf.Spec, error) {
 		}
 	})
 	return kernelSpec, kernelSpecErr
+}
+
+func checkBTF(path string) error {
+	if _, err := os.Stat(path); err != nil {
+		return fmt.Errorf("%w: no BTF at %s: brokertrace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y (Linux 5.8 or later; most distribution kernels since 2021 have it)", ErrKernel, path)
+	}
+	return nil
 }
 
 // HasTracepoint reports whether the kernel's BTF knows the tracepoint, i.e.

@@ -286,11 +286,13 @@ func (l *liveStats) print(w io.Writer, c correlate.Counts, s sockio.Stats) {
 // FormatNs prints a duration in ns with a unit that fits it.
 func FormatNs(ns int64) string {
 	switch {
-	case ns < 10_000:
+	case ns < 1_000:
 		return fmt.Sprintf("%dns", ns)
-	case ns < 10_000_000:
+	case ns < 1_000_000:
 		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
+	case ns < 1_000_000_000:
+		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
 	default:
-		return fmt.Sprintf("%.1fms", float64(ns)/1e6)
+		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -119,6 +120,11 @@ func open(opts Options, path Path) (*Tracer, error) {
 	}
 	if opts.RingSize > 0 {
 		spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
+	}
+	// Wake the reader when an eighth of the ring is full; it polls every
+	// pollInterval otherwise.
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["events"].MaxEntries / 8)); err != nil {
+		return nil, fmt.Errorf("sockio: %w", err)
 	}
 
 	t := &Tracer{path: path}
@@ -243,9 +249,16 @@ func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
 	var io events.IO
 	io.Markers = make([]events.Marker, 0, maxMarkers)
 	for {
+		// The probe wakes the reader only when much is waiting, so the
+		// reader also polls; SetDeadline makes ReadInto return what the
+		// ring holds, then ErrDeadlineExceeded.
+		t.rd.SetDeadline(time.Now().Add(pollInterval))
 		err := t.rd.ReadInto(&rec)
 		if err != nil {
-			if errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed) {
+			switch {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				continue
+			case errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed):
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -258,6 +271,10 @@ func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
 		}
 	}
 }
+
+// pollInterval bounds how long an event waits in the ring buffer before the
+// reader looks, when the probe has not woken it.
+const pollInterval = 20 * time.Millisecond
 
 const (
 	maxMarkers = len(sockioBtEvent{}.Markers)

@@ -102,6 +102,7 @@ const (
 	sockioVarTargTgid       = "targ_tgid"
 	sockioVarUnusedEvent    = "unused_event"
 	sockioVarUnusedStats    = "unused_stats"
+	sockioVarWakeupBytes    = "wakeup_bytes"
 )
 
 // loadSockio returns the embedded CollectionSpec for sockio.
@@ -172,6 +173,7 @@ type sockioVariableSpecs struct {
 	TargTgid    *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedStats *ebpf.VariableSpec `ebpf:"unused_stats"`
+	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 }
 
 // sockioObjects contains all objects after they have been loaded into the kernel.
@@ -217,6 +219,7 @@ type sockioVariables struct {
 	TargTgid    *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
 	UnusedStats *ebpf.Variable `ebpf:"unused_stats"`
+	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`
 }
 
 // sockioPrograms contains all programs after they have been loaded into the kernel.
