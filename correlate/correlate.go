@@ -52,6 +52,9 @@ type Matcher struct {
 	emit func(*Message)
 	msg  Message
 
+	// FirstIn, if set, is called with the time of the first read of every id.
+	FirstIn func(t int64)
+
 	markersIn, markersOut, copies, dupIn, outNoIn atomic.Uint64
 }
 
@@ -71,6 +74,9 @@ func (m *Matcher) Add(io *events.IO) {
 				continue
 			}
 			m.ins[mk.ID] = inRec{t: io.Time, tid: io.TID, conn: io.Conn}
+			if m.FirstIn != nil {
+				m.FirstIn(io.Time)
+			}
 		}
 		return
 	}

@@ -23,6 +23,12 @@ type Meta struct {
 	// Why the recording ended: "duration", "signal", "target-exited", "error".
 	EndReason string `json:"end_reason"`
 
+	// Window is the length of the windows of the time series, in ns.
+	WindowNs int64 `json:"window_ns"`
+	// Sources: what each source beside the socket probe recorded, or why
+	// it could not run.
+	Sources map[string]SourceMeta `json:"sources"`
+
 	Messages correlate.Counts `json:"messages"`
 	Rows     int64            `json:"rows"`
 	Files    []string         `json:"files"`
@@ -57,4 +63,14 @@ type Probe struct {
 	ScanLimit int          `json:"scan_limit_bytes"`
 	RingSize  int          `json:"ring_buffer_bytes"`
 	Stats     sockio.Stats `json:"counters"`
+}
+
+// SourceMeta is a source's entry in meta.json.
+type SourceMeta struct {
+	// Status is "ok", "unavailable" (it could not run on this host; Error
+	// says why) or "failed".
+	Status string   `json:"status"`
+	Error  string   `json:"error,omitempty"`
+	Files  []string `json:"files,omitempty"`
+	Meta   any      `json:"meta,omitempty"`
 }

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 
 	"github.com/brokertrace/brokertrace/correlate"
@@ -33,21 +34,25 @@ var MessageColumns = []string{
 // MessageWriter streams messages.csv. It writes the header row when it is
 // created, so even a recording that saw no message leaves a valid file.
 type MessageWriter struct {
-	f   *os.File
-	w   *bufio.Writer
-	buf []byte
-	n   int64
+	f     *os.File
+	w     *bufio.Writer
+	buf   []byte
+	n     int64
+	extra func(dst []byte, m *correlate.Message) []byte
 }
 
 // CreateMessages creates dir/messages.csv, failing early (before any probe
 // is attached) when the directory cannot be written.
-func CreateMessages(dir string) (*MessageWriter, error) {
+//
+// extraColumns and extra add columns after MessageColumns: extra appends
+// one comma-led value per extra column for each row.
+func CreateMessages(dir string, extraColumns []string, extra func(dst []byte, m *correlate.Message) []byte) (*MessageWriter, error) {
 	f, err := os.Create(filepath.Join(dir, MessagesFile))
 	if err != nil {
 		return nil, err
 	}
-	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10)}
-	for i, c := range MessageColumns {
+	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10), extra: extra}
+	for i, c := range append(slices.Clone(MessageColumns), extraColumns...) {
 		if i > 0 {
 			mw.w.WriteByte(',')
 		}
@@ -76,6 +81,9 @@ func (mw *MessageWriter) Write(m *correlate.Message) error {
 		uint64(m.OutConn.LocalPort), uint64(m.OutConn.RemotePort), uint64(m.Copy)} {
 		b = append(b, ',')
 		b = strconv.AppendUint(b, v, 10)
+	}
+	if mw.extra != nil {
+		b = mw.extra(b, m)
 	}
 	b = append(b, '\n')
 	mw.buf = b

@@ -12,7 +12,7 @@ import (
 
 func TestMessagesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	mw, err := CreateMessages(dir)
+	mw, err := CreateMessages(dir, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +39,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 
 func TestEmptyMessagesHasHeader(t *testing.T) {
 	dir := t.TempDir()
-	mw, _ := CreateMessages(dir)
+	mw, _ := CreateMessages(dir, nil, nil)
 	mw.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, MessagesFile))
 	if string(b) != "id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n" {
@@ -51,7 +51,7 @@ func TestEmptyMessagesHasHeader(t *testing.T) {
 }
 
 func TestCreateMessagesUnwritable(t *testing.T) {
-	if _, err := CreateMessages("/proc/version"); err == nil {
+	if _, err := CreateMessages("/proc/version", nil, nil); err == nil {
 		t.Fatal("no error for an unwritable directory")
 	}
 }

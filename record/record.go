@@ -45,6 +45,11 @@ type Config struct {
 	LiveInterval time.Duration
 	// Options is recorded verbatim in meta.json.
 	Options any
+	// Sources run beside the socket probe (scheduler, CPU, capture…).
+	Sources []Source
+	// Window is the length of the windows of the sources' time series;
+	// 100 ms by default.
+	Window time.Duration
 }
 
 // Result is what a recording produced.
@@ -74,10 +79,36 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.RingSize <= 0 {
 		cfg.RingSize = 16 << 20
 	}
+	if cfg.Window <= 0 {
+		cfg.Window = 100 * time.Millisecond
+	}
 	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
 		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
 	}
-	mw, err := recfile.CreateMessages(cfg.Out)
+	var annotators []Annotator
+	var extraCols []string
+	for _, src := range cfg.Sources {
+		if a, ok := src.(Annotator); ok {
+			annotators = append(annotators, a)
+			extraCols = append(extraCols, a.Columns()...)
+		}
+	}
+	// Sources that do not start still own their columns: the fields stay
+	// empty, and the file keeps one shape whatever the host supports.
+	live := map[Annotator]bool{}
+	annotate := func(dst []byte, msg *correlate.Message) []byte {
+		for _, a := range annotators {
+			if live[a] {
+				dst = a.Annotate(dst, msg)
+			} else {
+				for range a.Columns() {
+					dst = append(dst, ',')
+				}
+			}
+		}
+		return dst
+	}
+	mw, err := recfile.CreateMessages(cfg.Out, extraCols, annotate)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
 	}
@@ -93,6 +124,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		Options:  cfg.Options,
 		Files:    []string{recfile.MessagesFile, recfile.MetaFile},
 		Warnings: []string{},
+		WindowNs: int64(cfg.Window),
+		Sources:  map[string]recfile.SourceMeta{},
 	}
 
 	tr, err := sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
@@ -105,6 +138,36 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	meta.StartNs = monotime.Now()
 	meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
 
+	// Start the sources beside the socket probe. One that cannot run on
+	// this host is left out, and meta.json says why.
+	env := &Env{Target: cfg.Target, Out: cfg.Out, Start: meta.StartNs, Window: cfg.Window}
+	var running []Source
+	for _, src := range cfg.Sources {
+		if err := src.Start(env); err != nil {
+			if !errors.Is(err, ErrUnavailable) {
+				for _, r := range running {
+					r.Drain()
+				}
+				mw.Close()
+				return nil, fmt.Errorf("%s: %w", src.Name(), err)
+			}
+			meta.Sources[src.Name()] = recfile.SourceMeta{Status: "unavailable", Error: err.Error()}
+			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", src.Name(), err))
+			continue
+		}
+		running = append(running, src)
+		if a, ok := src.(Annotator); ok {
+			live[a] = true
+		}
+	}
+	watermark := func() int64 {
+		w := int64(noWatermark)
+		for _, r := range running {
+			w = min(w, r.Watermark())
+		}
+		return w
+	}
+
 	// The target may have exited between being found and the probes going
 	// live; a recording of a dead process would wait for nothing.
 	if !cfg.Target.Alive() {
@@ -115,21 +178,49 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			cfg.Target.PID, cfg.Target.Comm, strings.Join(tr.Hooks(), ", "), cfg.Out)
 	}
 
-	live := newLiveStats()
+	liveStats := newLiveStats()
 	total := hdrhistogram.New(1, int64(time.Hour), 3)
+	var tl Timeline
 	var writeErr error
-	m := correlate.New(func(msg *correlate.Message) {
+	// Rows wait in pending until every source has read its events up to
+	// the row's t_out; only annotated sources make them wait.
+	var pending []correlate.Message
+	write := func(msg *correlate.Message) {
 		if writeErr == nil {
 			writeErr = mw.Write(msg)
 		}
-		live.record(msg.Latency())
+	}
+	flush := func(upTo int64) {
+		n := 0
+		for n < len(pending) && pending[n].TOut < upTo {
+			write(&pending[n])
+			n++
+		}
+		if n > 0 {
+			pending = append(pending[:0], pending[n:]...)
+		}
+	}
+	m := correlate.New(func(msg *correlate.Message) {
+		liveStats.record(msg.Latency())
 		total.RecordValue(max(msg.Latency(), 1))
+		tl.Out = append(tl.Out, msg.TOut)
+		if len(live) == 0 {
+			write(msg)
+			return
+		}
+		pending = append(pending, *msg)
 	})
+	m.FirstIn = func(t int64) { tl.In = append(tl.In, t) }
 
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
 	go func() {
-		readDone <- tr.Read(readCtx, func(io *events.IO) { m.Add(io) })
+		readDone <- tr.Read(readCtx, func(io *events.IO) {
+			m.Add(io)
+			if len(pending) > 0 {
+				flush(watermark())
+			}
+		})
 	}()
 
 	// Wait for the end.
@@ -148,15 +239,22 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}()
 	ticker := time.NewTicker(cfg.LiveInterval)
 	defer ticker.Stop()
+	windows := time.NewTicker(cfg.Window)
+	defer windows.Stop()
 	var readErr error
 	if meta.EndReason == "" {
 	wait:
 		for {
 			select {
+			case <-windows.C:
+				now := monotime.Now()
+				for _, r := range running {
+					r.Sample(now)
+				}
 			case <-ticker.C:
 				if cfg.Live != nil {
 					st, _ := tr.Stats()
-					live.print(cfg.Live, m.Snapshot(), st)
+					liveStats.print(cfg.Live, m.Snapshot(), st)
 				}
 			case <-exited:
 				meta.EndReason = "target-exited"
@@ -175,23 +273,45 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	// Detach and drain: every event the kernel recorded is correlated
-	// before the files are closed.
+	// before the files are closed. The sources take a last sample and drain
+	// too, then the rows still waiting for them are annotated and written.
 	stopRead()
 	if readErr == nil {
 		readErr = <-readDone
 	}
 	meta.EndNs = monotime.Now()
 	meta.EndWall = time.Now().UTC().Format(time.RFC3339Nano)
+	for _, r := range running {
+		r.Sample(meta.EndNs)
+		if err := r.Drain(); err != nil {
+			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", r.Name(), err))
+		}
+	}
+	flush(noWatermark)
 	stats, statErr := tr.Stats()
 	meta.Probe.Stats = stats
 	meta.Messages = m.Finish()
 	meta.Rows = mw.Rows()
-	meta.Warnings = warnings(stats, meta.Messages)
+	meta.Warnings = append(meta.Warnings, warnings(stats, meta.Messages)...)
 	if statErr != nil {
 		meta.Warnings = append(meta.Warnings, "probe counters could not be read: "+statErr.Error())
 	}
 	if readErr != nil {
 		meta.Warnings = append(meta.Warnings, "reading events failed: "+readErr.Error())
+	}
+	tl.sort()
+	for _, r := range running {
+		res, err := r.Finish(&tl)
+		sm := recfile.SourceMeta{Status: "ok", Files: res.Files, Meta: res.Meta}
+		if err != nil {
+			sm.Status, sm.Error = "failed", err.Error()
+			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", r.Name(), err))
+		}
+		meta.Sources[r.Name()] = sm
+		meta.Files = append(meta.Files, res.Files...)
+		for _, w := range res.Warnings {
+			meta.Warnings = append(meta.Warnings, r.Name()+": "+w)
+		}
 	}
 
 	closeErr := mw.Close()

@@ -1,0 +1,100 @@
+package record
+
+import (
+	"errors"
+	"math"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/target"
+)
+
+// Env is what a Source knows about the recording it is part of.
+type Env struct {
+	Target *target.Process
+	Out    string // the recording directory
+	// Start is CLOCK_MONOTONIC ns when the socket probe went live.
+	Start int64
+	// Window is the length of the windows of the time series (sched.csv,
+	// cpu.csv, net.csv…).
+	Window time.Duration
+}
+
+// ErrUnavailable is wrapped by a Source's Start error when it cannot run on
+// this host (no cgroup controller, no capture interface…). The recording goes
+// on without the source and meta.json says why; any other Start error ends
+// the recording.
+var ErrUnavailable = errors.New("not available on this host")
+
+// A Source is a probe or collector that runs beside the socket probe for the
+// whole recording: scheduler probes, CPU accounting, packet capture. Data
+// flows one way: a Source reads its kernel or /proc data, the recording
+// hands it the message timeline at the end, and it writes its own files.
+//
+// The recording calls Start once, then Sample every Env.Window, then Drain
+// and Finish once. Watermark and, for Annotators, Annotate are called from
+// the goroutine that reads the socket probe, concurrently with Sample and the
+// source's own goroutines: they must be safe for that.
+type Source interface {
+	// Name is the source's key in meta.json ("sched", "cpu", "capture").
+	Name() string
+	Start(env *Env) error
+	// Sample is called every window with the time the window ended.
+	Sample(now int64)
+	// Watermark is a time before which every event of the source has been
+	// consumed; sources without per-message data return math.MaxInt64.
+	Watermark() int64
+	// Drain stops collecting and consumes every event in flight; Annotate
+	// must still answer afterwards.
+	Drain() error
+	// Finish writes the source's files into the recording directory. tl
+	// holds the times every message entered and left the broker.
+	Finish(tl *Timeline) (SourceResult, error)
+}
+
+// SourceResult is what a Source leaves in the recording.
+type SourceResult struct {
+	Files    []string // written into the recording directory
+	Meta     any      // the source's part of meta.json
+	Warnings []string // every loss or gap, in words
+}
+
+// An Annotator is a Source that adds columns to messages.csv. A row is
+// annotated only once every Source's watermark has passed its t_out, so the
+// events it depends on have all been read.
+type Annotator interface {
+	Columns() []string
+	// Annotate appends one value per column for m, each preceded by a
+	// comma. An unknown value is an empty field.
+	Annotate(dst []byte, m *correlate.Message) []byte
+}
+
+// Timeline holds when messages entered (first read of each id) and left
+// (every copy) the broker, sorted, so that sources can count messages in any
+// interval exactly.
+type Timeline struct {
+	In  []int64
+	Out []int64
+}
+
+func (tl *Timeline) sort() {
+	slices.Sort(tl.In)
+	slices.Sort(tl.Out)
+}
+
+func countIn(ts []int64, from, to int64) int {
+	a := sort.Search(len(ts), func(i int) bool { return ts[i] >= from })
+	b := sort.Search(len(ts), func(i int) bool { return ts[i] >= to })
+	return b - a
+}
+
+// InBetween counts messages that entered in [from, to).
+func (tl *Timeline) InBetween(from, to int64) int { return countIn(tl.In, from, to) }
+
+// OutBetween counts message copies that left in [from, to).
+func (tl *Timeline) OutBetween(from, to int64) int { return countIn(tl.Out, from, to) }
+
+// noWatermark is the watermark of a source without per-message data.
+const noWatermark = math.MaxInt64

@@ -1,0 +1,115 @@
+package record
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/target"
+)
+
+// stampSource annotates each row with t_out+1 and lets rows through only up
+// to a watermark that trails the clock, to prove rows wait for it.
+type stampSource struct {
+	name     string
+	fail     error
+	lag      int64
+	mu       sync.Mutex
+	samples  int
+	maxWait  atomic.Int64 // largest t_out annotated while above the watermark: must stay 0
+	wm       atomic.Int64
+	finished *Timeline
+}
+
+func (s *stampSource) Name() string        { return s.name }
+func (s *stampSource) Start(env *Env) error { return s.fail }
+func (s *stampSource) Sample(now int64) {
+	s.mu.Lock()
+	s.samples++
+	s.mu.Unlock()
+	s.wm.Store(now - s.lag)
+}
+func (s *stampSource) Watermark() int64 { return s.wm.Load() }
+func (s *stampSource) Drain() error     { s.wm.Store(noWatermark); return nil }
+func (s *stampSource) Finish(tl *Timeline) (SourceResult, error) {
+	s.finished = tl
+	return SourceResult{Meta: map[string]int{"samples": s.samples}}, nil
+}
+func (s *stampSource) Columns() []string { return []string{s.name + "_stamp"} }
+func (s *stampSource) Annotate(dst []byte, m *correlate.Message) []byte {
+	if m.TOut >= s.wm.Load() {
+		s.maxWait.Store(m.TOut)
+	}
+	return fmt.Appendf(dst, ",%d", m.TOut+1)
+}
+
+func TestSources(t *testing.T) {
+	requireRoot(t)
+	srv := testbroker.StartNATS(t)
+	proc, err := target.ByPID(srv.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := &stampSource{name: "good", lag: int64(50 * time.Millisecond)}
+	absent := &stampSource{name: "absent", fail: fmt.Errorf("%w: no such controller", ErrUnavailable)}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	var res *Result
+	attached := make(chan struct{})
+	go func() {
+		var err error
+		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []Source{good, absent}, Window: 10 * time.Millisecond,
+			Live: &lineWatcher{prefix: "brokertrace: attached", seen: attached}})
+		done <- err
+	}()
+	select {
+	case <-attached:
+	case err := <-done:
+		t.Fatalf("ended before attaching: %v", err)
+	}
+	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.src", Rate: 2000, Count: 1000, Drain: 3 * time.Second})
+	if err != nil || lr.Received != 1000 {
+		t.Fatalf("load: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, recfile.MessagesFile))
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if !strings.HasSuffix(lines[0], ",copy,good_stamp,absent_stamp") || len(lines) != 1001 {
+		t.Fatalf("header %q, %d lines", lines[0], len(lines))
+	}
+	for _, l := range lines[1:] {
+		f := strings.Split(l, ",")
+		var tout, stamp int64
+		fmt.Sscan(f[2], &tout)
+		fmt.Sscan(f[11], &stamp)
+		if stamp != tout+1 || f[12] != "" {
+			t.Fatalf("row %q: stamp or empty column wrong", l)
+		}
+	}
+	if w := good.maxWait.Load(); w != 0 {
+		t.Fatalf("a row with t_out %d was annotated before the watermark passed it", w)
+	}
+	if good.finished == nil || len(good.finished.Out) != 1000 || len(good.finished.In) != 1000 ||
+		good.finished.OutBetween(0, 1<<62) != 1000 {
+		t.Fatal("timeline not handed to Finish")
+	}
+	m := res.Meta
+	if m.Sources["good"].Status != "ok" || m.Sources["absent"].Status != "unavailable" ||
+		!strings.Contains(m.Sources["absent"].Error, "no such controller") {
+		t.Fatalf("sources %+v", m.Sources)
+	}
+}
