@@ -21,6 +21,9 @@ type Message struct {
 	// Copy numbers the copies of one message that left, from 1: a message
 	// delivered to three consumers leaves three times.
 	Copy uint32
+	// InSeq is the TCP sequence number just past the marker's last byte on
+	// the incoming connection: where in that stream the message ended.
+	InSeq uint32
 }
 
 // Latency is the time the message spent inside the broker.
@@ -42,6 +45,7 @@ type inRec struct {
 	t    int64
 	tid  uint32
 	outs uint32
+	seq  uint32
 	conn events.Conn
 }
 
@@ -73,7 +77,7 @@ func (m *Matcher) Add(io *events.IO) {
 				m.dupIn.Add(1)
 				continue
 			}
-			m.ins[mk.ID] = inRec{t: io.Time, tid: io.TID, conn: io.Conn}
+			m.ins[mk.ID] = inRec{t: io.Time, tid: io.TID, conn: io.Conn, seq: io.SeqEnd - io.Bytes + mk.End}
 			if m.FirstIn != nil {
 				m.FirstIn(io.Time)
 			}
@@ -94,7 +98,7 @@ func (m *Matcher) Add(io *events.IO) {
 			ID: mk.ID, TIn: in.t, TOut: io.Time,
 			InTID: in.tid, OutTID: io.TID,
 			InConn: in.conn, OutConn: io.Conn,
-			Copy: in.outs,
+			Copy: in.outs, InSeq: in.seq,
 		}
 		m.emit(&m.msg)
 	}

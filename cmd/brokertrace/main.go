@@ -48,7 +48,14 @@ their bodies; payload bytes never leave the kernel.`,
 	SilenceErrors: true,
 }
 
+// setupHooks build the commands once every file's init has run, so that a
+// command can see everything registered in other files (sourceSpecs).
+var setupHooks []func()
+
 func main() {
+	for _, h := range setupHooks {
+		h()
+	}
 	err := rootCmd.Execute()
 	if err == nil {
 		os.Exit(exitOK)

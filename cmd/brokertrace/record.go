@@ -30,9 +30,29 @@ type recordFlags struct {
 	ProbePath string        `json:"probe_path"`
 	Quiet     bool          `json:"quiet"`
 	JSON      bool          `json:"json"`
+	Window    time.Duration `json:"window_ns"`
 }
 
-func init() {
+// addRecordFlags registers the flags of a recording, shared by record and
+// run, including every registered source's own flags.
+func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
+	fl := cmd.Flags()
+	fl.DurationVar(&f.Duration, "duration", 0, "stop after this long (0: until Ctrl-C or the target exits)")
+	fl.StringVar(&f.Out, "out", "", "recording directory (default brokertrace-YYYYMMDD-HHMMSS)")
+	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers; the rest is counted as unscanned")
+	fl.IntVar(&f.RingSize, "ring-size", 16<<20, "ring buffer size in bytes (a power of two)")
+	fl.StringVar(&f.ProbePath, "probe-path", "auto", "socket probe hooks: auto, sock (tracepoints, Linux 6.3+) or syscalls")
+	fl.DurationVar(&f.Window, "window", 100*time.Millisecond, "window of the time series (sched.csv, cpu.csv, net.csv)")
+	fl.BoolVar(&f.Quiet, "quiet", false, "no live status lines (the attached line is still printed)")
+	fl.BoolVar(&f.JSON, "json", false, "print the summary as JSON (meta.json) instead of text")
+	for _, s := range sourceSpecs {
+		s.flags(fl)
+	}
+}
+
+func init() { setupHooks = append(setupHooks, setupRecord) }
+
+func setupRecord() {
 	var f recordFlags
 	cmd := &cobra.Command{
 		Use:   "record (--pid PID | --port PORT | --name NAME) [flags]",
@@ -64,13 +84,7 @@ on stderr, then a status line every second.`,
 	fl.IntVar(&f.PID, "pid", 0, "trace the process with this pid")
 	fl.IntVar(&f.Port, "port", 0, "trace the process listening on this TCP port")
 	fl.StringVar(&f.Name, "name", "", "trace the process with this name (comm, argv[0] or executable)")
-	fl.DurationVar(&f.Duration, "duration", 0, "stop after this long (0: until Ctrl-C or the target exits)")
-	fl.StringVar(&f.Out, "out", "", "recording directory (default brokertrace-YYYYMMDD-HHMMSS)")
-	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers; the rest is counted as unscanned")
-	fl.IntVar(&f.RingSize, "ring-size", 16<<20, "ring buffer size in bytes (a power of two)")
-	fl.StringVar(&f.ProbePath, "probe-path", "auto", "socket probe hooks: auto, sock (tracepoints, Linux 6.3+) or syscalls")
-	fl.BoolVar(&f.Quiet, "quiet", false, "no live status lines (the attached line is still printed)")
-	fl.BoolVar(&f.JSON, "json", false, "print the summary as JSON (meta.json) instead of text")
+	addRecordFlags(cmd, &f)
 	rootCmd.AddCommand(cmd)
 }
 
@@ -84,21 +98,8 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 	if n != 1 {
 		return withCode(exitUsage, errors.New("record: give exactly one of --pid, --port or --name"))
 	}
-	var path sockio.Path
-	switch f.ProbePath {
-	case "auto", "":
-	case "sock":
-		path = sockio.PathSock
-	case "syscalls":
-		path = sockio.PathSyscalls
-	default:
-		return withCode(exitUsage, fmt.Errorf("record: --probe-path must be auto, sock or syscalls, not %q", f.ProbePath))
-	}
-	if f.RingSize < os.Getpagesize() || f.RingSize&(f.RingSize-1) != 0 {
-		return withCode(exitUsage, fmt.Errorf("record: --ring-size must be a power of two of at least %d bytes", os.Getpagesize()))
-	}
-	if f.ScanLimit < 1 {
-		return withCode(exitUsage, errors.New("record: --scan-limit must be positive"))
+	if err := checkRecordFlags(f); err != nil {
+		return err
 	}
 	if err := probes.CheckPrivileges(); err != nil {
 		return withCode(exitNoPriv, err)
@@ -126,13 +127,54 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 	if err != nil {
 		return withCode(exitNoTarget, err)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return recordWith(ctx, cmd, f, proc, by, what)
+}
+
+// checkRecordFlags validates the flags shared by record and run.
+func checkRecordFlags(f recordFlags) error {
+	switch f.ProbePath {
+	case "auto", "", "sock", "syscalls":
+	default:
+		return withCode(exitUsage, fmt.Errorf("record: --probe-path must be auto, sock or syscalls, not %q", f.ProbePath))
+	}
+	if f.RingSize < os.Getpagesize() || f.RingSize&(f.RingSize-1) != 0 {
+		return withCode(exitUsage, fmt.Errorf("record: --ring-size must be a power of two of at least %d bytes", os.Getpagesize()))
+	}
+	if f.ScanLimit < 1 {
+		return withCode(exitUsage, errors.New("record: --scan-limit must be positive"))
+	}
+	if f.Window < time.Millisecond {
+		return withCode(exitUsage, errors.New("record: --window must be at least 1ms"))
+	}
+	return nil
+}
+
+// recordWith records proc until ctx ends, the duration passes or proc
+// exits, and prints the summary. by and what say how proc was chosen.
+func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *target.Process, by, what string) error {
+	var path sockio.Path
+	switch f.ProbePath {
+	case "sock":
+		path = sockio.PathSock
+	case "syscalls":
+		path = sockio.PathSyscalls
+	}
 	if f.Out == "" {
 		f.Out = "brokertrace-" + time.Now().Format("20060102-150405")
 	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var live = cmd.ErrOrStderr()
+	var sources []record.Source
+	for _, s := range sourceSpecs {
+		src, err := s.make(proc, &f)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		if src != nil {
+			sources = append(sources, src)
+		}
+	}
+	live := cmd.ErrOrStderr()
 	interval := time.Second
 	if f.Quiet {
 		interval = time.Hour
@@ -141,6 +183,7 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
+		Sources: sources, Window: f.Window,
 	})
 	if res != nil {
 		printSummary(cmd, res, f.JSON)
