@@ -526,6 +526,19 @@ static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2
 	return dir == BT_DIR_IN ? BT_CALL_RECVMSG : BT_CALL_SENDMSG;
 }
 
+/* skip_read tells reads whose bytes are not stream data the broker consumed
+ * (peeks, which are read again; truncating and error-queue reads), and
+ * counts them. */
+static __always_inline bool skip_read(__u32 dir, int flags)
+{
+	if (dir != BT_DIR_IN || !(flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE)))
+		return false;
+	struct bt_stats *st = get_stats();
+	if (st)
+		__sync_fetch_and_add(&st->peeks, 1);
+	return true;
+}
+
 static __always_inline bool is_target(void)
 {
 	return (bpf_get_current_pid_tgid() >> 32) == targ_tgid;
@@ -541,12 +554,8 @@ static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int f
 	if ((family != AF_INET && family != AF_INET6) || sk->sk_protocol != IPPROTO_TCP ||
 	    sk->sk_type != SOCK_STREAM)
 		return 0;
-	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
-		struct bt_stats *st = get_stats();
-		if (st)
-			__sync_fetch_and_add(&st->peeks, 1);
+	if (skip_read(dir, flags))
 		return 0;
-	}
 	struct task_struct *task = bpf_get_current_task_btf();
 	long nr = -1;
 	__u64 a1 = 0, a2 = 0;
@@ -646,12 +655,8 @@ int sys_exit(__u64 *ctx)
 	struct sock *sk = sock_of_fd((int)BPF_CORE_READ(regs, di));
 	if (!sk || !is_tcp_read(sk))
 		return 0;
-	if (dir == BT_DIR_IN && (flags & (MSG_PEEK | MSG_TRUNC | MSG_ERRQUEUE))) {
-		struct bt_stats *st = get_stats();
-		if (st)
-			__sync_fetch_and_add(&st->peeks, 1);
+	if (skip_read(dir, flags))
 		return 0;
-	}
 	__u64 uptr, iovcnt;
 	bool vec;
 	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &iovcnt, &vec);

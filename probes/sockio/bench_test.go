@@ -42,12 +42,7 @@ func floor(b *testing.B, path Path) (progs []*ebpf.Program, detach func()) {
 	var links []link.Link
 	for _, n := range names {
 		p := coll.Programs[n]
-		var l link.Link
-		if path == PathSock {
-			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: p})
-		}
+		l, err := attach(path, p)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -162,12 +162,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 		return nil, fmt.Errorf("sockio: ring buffer reader: %w", err)
 	}
 	for i, p := range t.progs {
-		var l link.Link
-		if path == PathSock {
-			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: p})
-		}
+		l, err := attach(path, p)
 		if err != nil {
 			t.rd.Close()
 			for _, l := range t.links {
@@ -179,6 +174,14 @@ func open(opts Options, path Path) (*Tracer, error) {
 		t.links = append(t.links, l)
 	}
 	return t, nil
+}
+
+// attach links a program of the path to its hook.
+func attach(path Path, p *ebpf.Program) (link.Link, error) {
+	if path == PathSock {
+		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+	}
+	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: p})
 }
 
 func contains(list []string, s string) bool {

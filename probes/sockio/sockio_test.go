@@ -39,7 +39,7 @@ type collector struct {
 	evs    []events.IO
 }
 
-func attach(t testing.TB, opts Options) *collector {
+func attachProbe(t testing.TB, opts Options) *collector {
 	t.Helper()
 	requireRoot(t)
 	if opts.PID == 0 {
@@ -199,7 +199,7 @@ func writeAll(t testing.TB, fd int, form events.Call, pieces ...[]byte) {
 func TestSyscallForms(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			c := attach(t, Options{Path: path})
+			c := attachProbe(t, Options{Path: path})
 			cfd, sfd := tcpPair(t)
 			writes := []events.Call{events.CallWrite, events.CallWritev, events.CallSendto, events.CallSendmsg}
 			reads := []events.Call{events.CallRead, events.CallReadv, events.CallRecvfrom, events.CallRecvmsg}
@@ -251,7 +251,7 @@ func TestSyscallForms(t *testing.T) {
 func TestBurst(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			c := attach(t, Options{Path: path})
+			c := attachProbe(t, Options{Path: path})
 			cfd, sfd := tcpPair(t)
 			var buf []byte
 			var want []uint64
@@ -289,7 +289,7 @@ func TestSplitMarker(t *testing.T) {
 	for _, path := range paths {
 		for _, cut := range []int{1, 4, 5, 12, 19} {
 			t.Run(fmt.Sprintf("%s/cut%d", path, cut), func(t *testing.T) {
-				c := attach(t, Options{Path: path})
+				c := attachProbe(t, Options{Path: path})
 				cfd, sfd := tcpPair(t)
 				id := uint64(0x0123456789abcdef)
 				m := marker.Append(nil, id)
@@ -324,7 +324,7 @@ func TestSplitMarker(t *testing.T) {
 func TestRandomAgainstReference(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			c := attach(t, Options{Path: path})
+			c := attachProbe(t, Options{Path: path})
 			cfd, sfd := tcpPair(t)
 			r := rand.New(rand.NewPCG(7, uint64(len(path))))
 			// Build every call's bytes first, so that the reader knows how much
@@ -433,7 +433,7 @@ func TestRandomAgainstReference(t *testing.T) {
 func TestScanLimit(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			c := attach(t, Options{Path: path, ScanLimit: 8192})
+			c := attachProbe(t, Options{Path: path, ScanLimit: 8192})
 			cfd, sfd := tcpPair(t)
 			b := make([]byte, 65536)
 			marker.Put(b[100:], 1)   // ends at 120: found
@@ -512,7 +512,7 @@ func TestFilters(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
 			// The probe targets `sleep`; this process's I/O must not show.
-			c := attach(t, Options{Path: path, PID: other.Process.Pid})
+			c := attachProbe(t, Options{Path: path, PID: other.Process.Pid})
 			cfd, sfd := tcpPair(t)
 			writeAll(t, cfd, events.CallWrite, marker.Append(nil, 1))
 			readN(t, sfd, marker.Len, events.CallRead)
@@ -524,7 +524,7 @@ func TestFilters(t *testing.T) {
 			}
 
 			// UDP of the target itself: not a TCP socket.
-			c2 := attach(t, Options{Path: path})
+			c2 := attachProbe(t, Options{Path: path})
 			u, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 			if err != nil {
 				t.Fatal(err)
