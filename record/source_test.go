@@ -31,7 +31,7 @@ type stampSource struct {
 	finished *Timeline
 }
 
-func (s *stampSource) Name() string        { return s.name }
+func (s *stampSource) Name() string         { return s.name }
 func (s *stampSource) Start(env *Env) error { return s.fail }
 func (s *stampSource) Sample(now int64) {
 	s.mu.Lock()
