@@ -6,11 +6,8 @@ package sockio
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
-	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -122,7 +119,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 		spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
 	}
 	// Wake the reader when an eighth of the ring is full; it polls every
-	// pollInterval otherwise.
+	// probes.RingPoll otherwise.
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["events"].MaxEntries / 8)); err != nil {
 		return nil, fmt.Errorf("sockio: %w", err)
 	}
@@ -146,7 +143,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 	}
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sockio (%s path): %v", probes.ErrKernel, path, verifierSummary(err))
+		return nil, fmt.Errorf("%w: sockio (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
 	}
 	t.objs.Carries = coll.Maps["carries"]
 	t.objs.Events = coll.Maps["events"]
@@ -193,21 +190,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// verifierSummary keeps the verifier's last lines: the whole log is
-// thousands of lines and only its end says what failed.
-func verifierSummary(err error) string {
-	var ve *ebpf.VerifierError
-	if errors.As(err, &ve) && len(ve.Log) > 0 {
-		n := len(ve.Log)
-		from := n - 3
-		if from < 0 {
-			from = 0
-		}
-		return fmt.Sprintf("%s (verifier: %v)", ve.Cause, ve.Log[from:n])
-	}
-	return err.Error()
-}
-
 // Path reports which hooks are in use.
 func (t *Tracer) Path() Path { return t.path }
 
@@ -242,42 +224,21 @@ func (t *Tracer) Detach() error {
 // nothing the kernel recorded is lost at the end of a recording. The *IO
 // passed to fn is reused: fn must copy what it keeps.
 func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
-	stop := context.AfterFunc(ctx, func() {
-		t.Detach()
-		t.rd.Flush()
-	})
-	defer stop()
-
-	var rec ringbuf.Record
 	var io events.IO
 	io.Markers = make([]events.Marker, 0, maxMarkers)
-	for {
-		// The probe wakes the reader only when much is waiting, so the
-		// reader also polls; SetDeadline makes ReadInto return what the
-		// ring holds, then ErrDeadlineExceeded.
-		t.rd.SetDeadline(time.Now().Add(pollInterval))
-		err := t.rd.ReadInto(&rec)
-		if err != nil {
-			switch {
-			case errors.Is(err, os.ErrDeadlineExceeded):
-				continue
-			case errors.Is(err, ringbuf.ErrFlushed) || errors.Is(err, os.ErrClosed) || errors.Is(err, ringbuf.ErrClosed):
-				if ctx.Err() != nil {
-					return nil
-				}
-				continue
+	err := probes.ReadRing(ctx, t.rd, probes.RingHandlers{
+		Stop: func() { t.Detach() },
+		Record: func(raw []byte) {
+			if decode(raw, &io) {
+				fn(&io)
 			}
-			return fmt.Errorf("sockio: reading events: %w", err)
-		}
-		if decode(rec.RawSample, &io) {
-			fn(&io)
-		}
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("sockio: %w", err)
 	}
+	return nil
 }
-
-// pollInterval bounds how long an event waits in the ring buffer before the
-// reader looks, when the probe has not woken it.
-const pollInterval = 20 * time.Millisecond
 
 const (
 	maxMarkers = len(sockioBtEvent{}.Markers)

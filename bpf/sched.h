@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Layout shared between bpf/sched.bpf.c and its Go loader (probes/sched,
+ * through bpf2go -type). Changing a struct here changes the Go types on the
+ * next `make generate`.
+ */
+#ifndef BROKERTRACE_SCHED_H
+#define BROKERTRACE_SCHED_H
+
+#define SCHED_COMM_LEN 16
+
+enum sched_thread_flags {
+	/* The thread's kernel counters (nvcsw, nivcsw, sum_exec_runtime) were
+	 * read while it was off CPU (switch-in, wakeup, creation) or at a
+	 * switch-out, so every later switch-out is counted exactly from the
+	 * counters' change. Without it the first switch-out is classified from
+	 * the tracepoint's arguments. */
+	SCHED_TF_BASELINE = 1,
+	SCHED_TF_NEW = 2,    /* created (sched_wakeup_new) while traced */
+	SCHED_TF_EXITED = 4, /* sched_process_exit seen */
+	SCHED_TF_DEAD = 8,   /* its final switch (prev_state TASK_DEAD) seen */
+};
+
+/*
+ * Cumulative counters of one target thread (hash map keyed by tid). Nothing
+ * is ever reset while the probe runs: user space samples the map and
+ * subtracts, so switches between any two instants come from two reads.
+ */
+struct thread_stats {
+	__u64 voluntary;     /* switch-outs the kernel counted in nvcsw (the task blocked) */
+	__u64 involuntary;   /* switch-outs the kernel counted in nivcsw */
+	__u64 preempted;     /* switch-outs with the tracepoint's preempt = true */
+	/* Switch-outs where the classification by the tracepoint's arguments
+	 * (voluntary iff !preempt && prev_state != TASK_RUNNING) disagrees
+	 * with the kernel's: counted voluntary by the kernel but involuntary
+	 * by the arguments (a pending signal kept the task from blocking), and
+	 * the reverse (not known to happen). */
+	__u64 vol_args_invol;
+	__u64 invol_args_vol;
+	__u64 guessed;       /* switch-outs classified from the arguments: no counter baseline yet */
+	__u64 missed_ins;    /* switch-outs whose switch-in the probe never saw (see sched.bpf.c) */
+	__u64 switch_ins;    /* times put on a CPU */
+	__u64 oncpu_ns;      /* ktime between switch-in and switch-out, summed; cpu_ns's share for missed_ins stints */
+	__u64 cpu_ns;        /* se.sum_exec_runtime growth: the scheduler's CPU time (no steal time) */
+	__u64 wait_ns;       /* sched_wakeup → switch-in, summed */
+	__u64 waits;
+	__u64 preempt_wait_ns; /* switched out still runnable → switch-in, summed */
+	__u64 preempt_waits;
+	__u64 wakeups;       /* sched_wakeup + sched_wakeup_new */
+	__u64 oncpu_since;   /* ktime of the switch-in while on a CPU, else 0 */
+	__u64 exit_ns;       /* ktime of sched_process_exit, else 0 */
+	/* Probe state, exported because user space gets it for free. */
+	__u64 wake_ts;       /* pending sched_wakeup, not yet on a CPU */
+	__u64 runnable_ts;   /* switched out still runnable, not yet back */
+	__u64 last_nvcsw;    /* kernel counters at the last observation */
+	__u64 last_nivcsw;
+	__u64 last_runtime;
+	__u32 tid;
+	__u32 cpu;           /* CPU of the last switch */
+	__u32 flags;         /* enum sched_thread_flags */
+	__u32 _pad;
+	char comm[SCHED_COMM_LEN];
+};
+
+/* Per-CPU counters (per-CPU array, one slot). */
+struct cpu_stats {
+	__u64 switches;      /* every context switch on this CPU, any task, idle included */
+	__u64 target_out;    /* switches on this CPU whose prev is a target thread */
+	__u64 target_in;     /* switches on this CPU whose next is a target thread */
+	__u64 dropped;       /* target-thread events lost because the thread map was full */
+	__u64 events;        /* switch events written to the ring buffer */
+	__u64 events_dropped; /* switch events lost because the ring buffer was full */
+};
+
+/*
+ * One context switch that involves a target thread, for per-message
+ * attribution in user space (which switches, and how much on-CPU time, fall
+ * between a message's read and write). Written only when the loader turns
+ * the stream on.
+ */
+struct sched_event {
+	__u64 ts;       /* bpf_ktime_get_ns (CLOCK_MONOTONIC) */
+	__u32 prev_tid; /* the target thread switched out, or 0 */
+	__u32 next_tid; /* the target thread switched in, or 0 */
+	__u32 cpu;
+	__u32 _pad;
+};
+
+#endif /* BROKERTRACE_SCHED_H */

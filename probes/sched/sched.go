@@ -1,0 +1,542 @@
+// Package sched loads and reads the scheduler probe (bpf/sched.bpf.c): for
+// one target process it keeps per-thread context-switch, on-CPU and
+// run-queue-wait counters in the kernel, and for every CPU it counts all
+// context switches, so user space can tell how often a broker's threads
+// block or are preempted per message and how much CPU they take.
+//
+// Counters are cumulative from Open until Close and never reset; to measure
+// an interval, take two Snapshots and subtract (ThreadStats.Sub).
+//
+// Voluntary and Involuntary are the kernel's own counts, the ones
+// /proc/<pid>/task/<tid>/status prints as voluntary_ctxt_switches and
+// nonvoluntary_ctxt_switches: the probe reads the task's nvcsw and nivcsw
+// at each switch-out instead of classifying the sched_switch arguments,
+// which disagree with the kernel when a task tries to block with a signal
+// pending (see bpf/sched.bpf.c).
+package sched
+
+import (
+	"context"
+	"unsafe"
+
+	"errors"
+	"fmt"
+	"github.com/cilium/ebpf/ringbuf"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+
+	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/probes"
+)
+
+// Path names the hook type the probe's programs attach with.
+type Path string
+
+const (
+	// PathAuto tries PathBTF and falls back to PathRaw.
+	PathAuto Path = ""
+	// PathBTF: tp_btf programs with typed arguments and direct loads.
+	PathBTF Path = "tp_btf"
+	// PathRaw: raw_tp programs reading through bpf_probe_read_kernel, for
+	// kernels that refuse tp_btf.
+	PathRaw Path = "raw_tp"
+)
+
+// DefaultMaxThreads is how many distinct target threads the probe can keep
+// unless Options.MaxThreads says otherwise. Exited threads keep their entry
+// until Close, so a broker that churns threads needs more.
+const DefaultMaxThreads = 32768
+
+// Options configure a Tracer.
+type Options struct {
+	PID        int  // target process (tgid)
+	ForcePath  Path // PathAuto by default; tests force PathRaw
+	MaxThreads int  // thread-map size; 0 means DefaultMaxThreads
+	// Events turns on the stream of the target's switches (ReadSwitches),
+	// for per-message attribution.
+	Events bool
+	// RingSize is the switch ring buffer's size in bytes, a power of two;
+	// 0 means 8 MiB.
+	RingSize int
+}
+
+// Switch is one context switch involving a target thread.
+type Switch struct {
+	Time    int64  // CLOCK_MONOTONIC ns
+	PrevTID uint32 // the target thread switched out, or 0
+	NextTID uint32 // the target thread switched in, or 0
+	CPU     uint32
+}
+
+// Thread flags, as in enum sched_thread_flags.
+const (
+	flagBaseline = 1
+	flagNew      = 2
+	flagExited   = 4
+	flagDead     = 8
+)
+
+// ThreadStats are one target thread's cumulative counters since Open.
+// Times are CLOCK_MONOTONIC nanoseconds (package monotime).
+type ThreadStats struct {
+	TID  int    `json:"tid"`
+	Comm string `json:"comm"` // name at its last switch-out
+
+	// Switch-outs the kernel counted as voluntary (the thread blocked) and
+	// as involuntary (it stayed runnable: preempted or yielded).
+	Voluntary   uint64 `json:"voluntary"`
+	Involuntary uint64 `json:"involuntary"`
+	// Switch-outs whose tracepoint argument preempt was true.
+	Preempted uint64 `json:"preempted"`
+	// Switch-outs the sched_switch arguments would classify otherwise
+	// (voluntary iff !preempt && prev_state != TASK_RUNNING): voluntary
+	// for the kernel but involuntary by the arguments, which happens when
+	// a pending signal keeps a task from blocking (the kernel then reports
+	// prev_state TASK_RUNNING), and the reverse, not known to happen.
+	VolArgsInvol uint64 `json:"vol_args_invol"`
+	InvolArgsVol uint64 `json:"invol_args_vol"`
+	// Switch-outs classified from the arguments because the thread was
+	// already on a CPU when the probe attached (at most 1 per thread).
+	Guessed uint64 `json:"guessed"`
+	// Times put on a CPU, as seen by the probe, and switch-outs whose
+	// switch-in the probe was not run for: the scheduler counted the
+	// switch (/proc shows it) but the sched_switch programs did not see
+	// it. Switch counts and CPUNs stay exact through that, since they come
+	// from the kernel's counters; OnCPUNs takes CPUNs's value for such a
+	// stint and its run-queue wait is lost. On the development VM this
+	// happened about once a second, always for a switch away from one
+	// particular thread of the VM's init process.
+	SwitchIns uint64 `json:"switch_ins"`
+	MissedIns uint64 `json:"missed_switch_ins"`
+
+	// OnCPUNs: time between switch-in and switch-out, by the clock.
+	// CPUNs: what the scheduler charged (se.sum_exec_runtime, the first
+	// field of /proc/<pid>/task/<tid>/schedstat); it leaves out time the
+	// hypervisor stole. Neither includes the current stint of a thread on a
+	// CPU now (see OnCPUSince) nor the stint during which the probe
+	// attached (see Guessed).
+	OnCPUNs uint64 `json:"oncpu_ns"`
+	CPUNs   uint64 `json:"cpu_ns"`
+
+	// Run-queue wait: from sched_wakeup to switch-in (WaitNs over Waits),
+	// and from a switch-out that left it runnable to switch-in
+	// (PreemptWaitNs over PreemptWaits).
+	WaitNs        uint64 `json:"wait_ns"`
+	Waits         uint64 `json:"waits"`
+	PreemptWaitNs uint64 `json:"preempt_wait_ns"`
+	PreemptWaits  uint64 `json:"preempt_waits"`
+	Wakeups       uint64 `json:"wakeups"` // sched_wakeup and sched_wakeup_new
+
+	OnCPUSince int64 `json:"oncpu_since,omitempty"` // on a CPU since then; 0 if not
+	CPU        int   `json:"cpu"`                   // CPU of its last switch
+	New        bool  `json:"new,omitempty"`         // created after Open
+	Exited     bool  `json:"exited,omitempty"`      // exited after Open
+	ExitNs     int64 `json:"exit_ns,omitempty"`     // when it exited
+	// Dead: its final switch (state TASK_DEAD) was seen. That switch is
+	// voluntary and comes after the thread left /proc, and after the
+	// kernel added its counters to the process's getrusage totals, which
+	// therefore never include it.
+	Dead bool `json:"dead,omitempty"`
+}
+
+// Switches is the number of times the thread was switched out.
+func (s ThreadStats) Switches() uint64 { return s.Voluntary + s.Involuntary }
+
+// Sub returns the counters' growth since old, an earlier sample of the same
+// thread; identity and state fields are s's.
+func (s ThreadStats) Sub(old ThreadStats) ThreadStats {
+	d := s
+	d.Voluntary -= old.Voluntary
+	d.Involuntary -= old.Involuntary
+	d.Preempted -= old.Preempted
+	d.VolArgsInvol -= old.VolArgsInvol
+	d.InvolArgsVol -= old.InvolArgsVol
+	d.Guessed -= old.Guessed
+	d.SwitchIns -= old.SwitchIns
+	d.MissedIns -= old.MissedIns
+	d.OnCPUNs -= old.OnCPUNs
+	d.CPUNs -= old.CPUNs
+	d.WaitNs -= old.WaitNs
+	d.Waits -= old.Waits
+	d.PreemptWaitNs -= old.PreemptWaitNs
+	d.PreemptWaits -= old.PreemptWaits
+	d.Wakeups -= old.Wakeups
+	return d
+}
+
+// CPUStats are one CPU's cumulative counters since Open.
+type CPUStats struct {
+	Switches  uint64 `json:"switches"`   // every context switch, any task, idle included
+	TargetOut uint64 `json:"target_out"` // switches away from a target thread
+	TargetIn  uint64 `json:"target_in"`  // switches to a target thread
+	Dropped   uint64 `json:"dropped"`    // target-thread updates lost: thread map full
+	// Switch events written to the ring buffer, and lost because it was
+	// full (with Options.Events).
+	Events        uint64 `json:"events"`
+	EventsDropped uint64 `json:"events_dropped"`
+}
+
+// Snapshot is one sample of every counter. The map and the per-CPU array
+// are read one after the other while the probe keeps counting; Start and
+// End bracket the reads.
+type Snapshot struct {
+	Start   int64               `json:"start_ns"`
+	End     int64               `json:"end_ns"`
+	Threads map[int]ThreadStats `json:"threads"`
+	CPUs    []CPUStats          `json:"cpus"`
+}
+
+// Stats are the probe's health counters.
+type Stats struct {
+	Threads int    `json:"threads"` // entries in the thread map
+	Dropped uint64 `json:"dropped"` // target-thread updates lost: thread map full
+	// Program runs the kernel skipped (recursion on a CPU). Switch counts
+	// stay exact through a skipped run, since they come from the kernel's
+	// counters; times and waits of that switch are lost.
+	Missed uint64 `json:"missed_runs"`
+	// Switch-ins of target threads the programs never saw, summed over
+	// threads (ThreadStats.MissedIns).
+	MissedIns uint64 `json:"missed_switch_ins"`
+}
+
+// Tracer is a loaded and attached scheduler probe.
+type Tracer struct {
+	path     Path
+	fallback string
+	pid      int
+
+	coll    *ebpf.Collection
+	threads *ebpf.Map
+	cpus    *ebpf.Map
+	events  *ringbuf.Reader // nil unless Options.Events
+	progs   []*ebpf.Program
+	links   []link.Link
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// hook is one tracepoint and its program on each path.
+type hook struct {
+	tracepoint string
+	btf, raw   string
+}
+
+var hooks = []hook{
+	{"sched_switch", "switch_btf", "switch_raw"},
+	{"sched_wakeup", "wakeup_btf", "wakeup_raw"},
+	{"sched_wakeup_new", "wakeup_new_btf", "wakeup_new_raw"},
+	{"sched_process_exit", "exit_btf", "exit_raw"},
+}
+
+// Open loads the probe for opts.PID and attaches it. Once Open returns,
+// every switch of the target's threads and of every CPU is counted.
+func Open(opts Options) (*Tracer, error) {
+	if err := checkTarget(opts.PID); err != nil {
+		return nil, err
+	}
+	if opts.MaxThreads < 0 {
+		return nil, fmt.Errorf("sched: MaxThreads must be positive (or 0 for %d), got %d", DefaultMaxThreads, opts.MaxThreads)
+	}
+	switch opts.ForcePath {
+	case PathAuto, PathBTF, PathRaw:
+	default:
+		return nil, fmt.Errorf("sched: unknown probe path %q (want %q or %q)", opts.ForcePath, PathBTF, PathRaw)
+	}
+	if err := probes.Prepare(); err != nil {
+		return nil, err
+	}
+	if opts.ForcePath != PathAuto {
+		return open(opts, opts.ForcePath)
+	}
+	t, err := open(opts, PathBTF)
+	if err == nil {
+		return t, nil
+	}
+	t, rawErr := open(opts, PathRaw)
+	if rawErr != nil {
+		return nil, fmt.Errorf("%w; raw_tp fallback: %v", err, rawErr)
+	}
+	t.fallback = err.Error()
+	return t, nil
+}
+
+// checkTarget refuses a pid the kernel-side filter could never match: none,
+// or a thread id instead of the process id.
+func checkTarget(pid int) error {
+	if pid <= 0 {
+		return fmt.Errorf("sched: pid must be positive, got %d", pid)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return fmt.Errorf("sched: no process %d (%v): pass the pid of a running process", pid, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			tgid, _ := strconv.Atoi(strings.TrimSpace(v))
+			if tgid != pid {
+				return fmt.Errorf("sched: %d is a thread of process %d: pass the process id %d", pid, tgid, tgid)
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+func open(opts Options, path Path) (*Tracer, error) {
+	spec, err := loadSched()
+	if err != nil {
+		return nil, fmt.Errorf("sched: loading the embedded BPF object: %w", err)
+	}
+	if err := spec.Variables["targ_tgid"].Set(uint32(opts.PID)); err != nil {
+		return nil, fmt.Errorf("sched: %w", err)
+	}
+	if opts.MaxThreads > 0 {
+		spec.Maps["threads"].MaxEntries = uint32(opts.MaxThreads)
+	}
+	if opts.RingSize > 0 {
+		spec.Maps["switches"].MaxEntries = uint32(opts.RingSize)
+	}
+	if err := spec.Variables["emit_events"].Set(opts.Events); err != nil {
+		return nil, fmt.Errorf("sched: %w", err)
+	}
+	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["switches"].MaxEntries / 8)); err != nil {
+		return nil, fmt.Errorf("sched: %w", err)
+	}
+	// Load only this path's programs: the other path's may not verify here.
+	keep := map[string]bool{}
+	for _, h := range hooks {
+		if path == PathBTF {
+			keep[h.btf] = true
+		} else {
+			keep[h.raw] = true
+		}
+	}
+	for name := range spec.Programs {
+		if !keep[name] {
+			delete(spec.Programs, name)
+		}
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sched (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
+	}
+	t := &Tracer{path: path, pid: opts.PID, coll: coll, threads: coll.Maps["threads"], cpus: coll.Maps["cpus"]}
+	if opts.Events {
+		if t.events, err = ringbuf.NewReader(coll.Maps["switches"]); err != nil {
+			coll.Close()
+			return nil, fmt.Errorf("sched: ring buffer reader: %w", err)
+		}
+	}
+	for _, h := range hooks {
+		name := h.raw
+		if path == PathBTF {
+			name = h.btf
+		}
+		p := coll.Programs[name]
+		t.progs = append(t.progs, p)
+		var l link.Link
+		if path == PathBTF {
+			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		} else {
+			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.tracepoint, Program: p})
+		}
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("%w: attaching %s to %s: %v", probes.ErrKernel, path, h.tracepoint, err)
+		}
+		t.links = append(t.links, l)
+	}
+	return t, nil
+}
+
+// Path reports the hook type the probe runs on: "tp_btf" or "raw_tp".
+func (t *Tracer) Path() string { return string(t.path) }
+
+// FallbackReason says why tp_btf was not used when Path is raw_tp without
+// having been forced; empty otherwise.
+func (t *Tracer) FallbackReason() string { return t.fallback }
+
+// PID is the target process.
+func (t *Tracer) PID() int { return t.pid }
+
+var errClosed = errors.New("sched: tracer is closed")
+
+// Threads reads every target thread seen since Open, exited ones included.
+func (t *Tracer) Threads() (map[int]ThreadStats, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	out := map[int]ThreadStats{}
+	var (
+		tid uint32
+		v   schedThreadStats
+	)
+	it := t.threads.Iterate()
+	for it.Next(&tid, &v) {
+		out[int(tid)] = decodeThread(&v)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("sched: reading the thread map: %w", err)
+	}
+	return out, nil
+}
+
+func decodeThread(v *schedThreadStats) ThreadStats {
+	comm := make([]byte, 0, len(v.Comm))
+	for _, c := range v.Comm {
+		if c == 0 {
+			break
+		}
+		comm = append(comm, byte(c))
+	}
+	return ThreadStats{
+		TID:           int(v.Tid),
+		Comm:          string(comm),
+		Voluntary:     v.Voluntary,
+		Involuntary:   v.Involuntary,
+		Preempted:     v.Preempted,
+		VolArgsInvol:  v.VolArgsInvol,
+		InvolArgsVol:  v.InvolArgsVol,
+		Guessed:       v.Guessed,
+		MissedIns:     v.MissedIns,
+		SwitchIns:     v.SwitchIns,
+		OnCPUNs:       v.OncpuNs,
+		CPUNs:         v.CpuNs,
+		WaitNs:        v.WaitNs,
+		Waits:         v.Waits,
+		PreemptWaitNs: v.PreemptWaitNs,
+		PreemptWaits:  v.PreemptWaits,
+		Wakeups:       v.Wakeups,
+		OnCPUSince:    int64(v.OncpuSince),
+		CPU:           int(v.Cpu),
+		New:           v.Flags&flagNew != 0,
+		Exited:        v.Flags&flagExited != 0,
+		ExitNs:        int64(v.ExitNs),
+		Dead:          v.Flags&flagDead != 0,
+	}
+}
+
+// CPUStats reads every possible CPU's counters, indexed by CPU number.
+func (t *Tracer) CPUStats() ([]CPUStats, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, errClosed
+	}
+	var per []schedCpuStats
+	if err := t.cpus.Lookup(uint32(0), &per); err != nil {
+		return nil, fmt.Errorf("sched: reading per-CPU counters: %w", err)
+	}
+	out := make([]CPUStats, len(per))
+	for i, c := range per {
+		out[i] = CPUStats{Switches: c.Switches, TargetOut: c.TargetOut, TargetIn: c.TargetIn, Dropped: c.Dropped,
+			Events: c.Events, EventsDropped: c.EventsDropped}
+	}
+	return out, nil
+}
+
+// CPUSwitches returns, per CPU, every context switch since Open, whatever
+// the tasks: the count perf's context-switches event gives for that CPU.
+func (t *Tracer) CPUSwitches() ([]uint64, error) {
+	cs, err := t.CPUStats()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(cs))
+	for i, c := range cs {
+		out[i] = c.Switches
+	}
+	return out, nil
+}
+
+// Snapshot samples every counter.
+func (t *Tracer) Snapshot() (Snapshot, error) {
+	s := Snapshot{Start: monotime.Now()}
+	var err error
+	if s.Threads, err = t.Threads(); err != nil {
+		return Snapshot{}, err
+	}
+	if s.CPUs, err = t.CPUStats(); err != nil {
+		return Snapshot{}, err
+	}
+	s.End = monotime.Now()
+	return s, nil
+}
+
+// Stats reads the probe's health counters.
+func (t *Tracer) Stats() (Stats, error) {
+	threads, err := t.Threads()
+	if err != nil {
+		return Stats{}, err
+	}
+	cs, err := t.CPUStats()
+	if err != nil {
+		return Stats{}, err
+	}
+	s := Stats{Threads: len(threads)}
+	for _, th := range threads {
+		s.MissedIns += th.MissedIns
+	}
+	for _, c := range cs {
+		s.Dropped += c.Dropped
+	}
+	for _, p := range t.progs {
+		if ps, err := p.Stats(); err == nil {
+			s.Missed += ps.RecursionMisses
+		}
+	}
+	return s, nil
+}
+
+// Close detaches the probe and frees its kernel objects, the counters
+// included.
+func (t *Tracer) Close() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil
+	}
+	t.closed = true
+	var errs []error
+	if t.events != nil {
+		t.events.Close()
+	}
+	for _, l := range t.links {
+		errs = append(errs, l.Close())
+	}
+	t.coll.Close()
+	return errors.Join(errs...)
+}
+
+// ReadSwitches delivers the target's context switches, in ring-buffer order
+// (per CPU in time order), to fn until ctx ends, then every switch still in
+// the ring buffer, and returns. The probe stays attached: Close detaches it.
+// Switches the ring buffer had no room for are counted in
+// CPUStats.EventsDropped.
+//
+// idle, if not nil, is called with the time whenever the stream was found
+// drained: every switch before then has been delivered.
+func (t *Tracer) ReadSwitches(ctx context.Context, fn func(Switch), idle func(now int64)) error {
+	if t.events == nil {
+		return errors.New("sched: the switch stream is off (Options.Events)")
+	}
+	err := probes.ReadRing(ctx, t.events, probes.RingHandlers{Idle: idle, Record: func(raw []byte) {
+		if len(raw) < int(unsafe.Sizeof(schedSchedEvent{})) {
+			return
+		}
+		ev := (*schedSchedEvent)(unsafe.Pointer(&raw[0]))
+		fn(Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu})
+	}})
+	if err != nil {
+		return fmt.Errorf("sched: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,368 @@
+package sched
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/record"
+)
+
+// Files the scheduler source writes into a recording.
+const (
+	SchedFile   = "sched.csv"
+	ThreadsFile = "threads.csv"
+)
+
+// sealLag is how far behind the drained time switches are merged: ring
+// buffer records of different CPUs arrive within microseconds of time order.
+const sealLag = int64(time.Millisecond)
+
+// horizon bounds the switch history kept for per-message attribution;
+// messages that stayed in the broker longer get empty ctxsw/oncpu_ns fields
+// (counted in meta.json).
+const horizon = int64(120 * time.Second)
+
+// Source records the target's scheduling beside the socket probe: per
+// message the context switches of its threads and their on-CPU time between
+// t_in and t_out, a windowed series with both definitions of a context
+// switch (sched.csv), and per-thread totals and demand (threads.csv).
+type Source struct {
+	opts Options
+	tr   *Tracer
+	env  *record.Env
+
+	cancel context.CancelFunc
+	done   chan error
+	wm     atomic.Int64
+
+	mu       sync.Mutex
+	tl       *timeline
+	unknown  int
+	read     map[uint32]int // messages read per thread
+	written  map[uint32]int // message copies written per thread
+	allowed  []int          // CPUs the target may run on
+	samples  []Snapshot
+	snapErrs int
+}
+
+// NewSource returns the scheduler source; opts.PID is filled from the
+// recording's target.
+func NewSource(opts Options) *Source { return &Source{opts: opts} }
+
+func (s *Source) Name() string { return "sched" }
+
+func (s *Source) Start(env *record.Env) error {
+	s.env = env
+	s.opts.PID = env.Target.PID
+	s.opts.Events = true
+	tr, err := Open(s.opts)
+	if err != nil {
+		return err
+	}
+	s.tr = tr
+	s.tl = newTimeline()
+	s.read, s.written = map[uint32]int{}, map[uint32]int{}
+	s.allowed = allowedCPUs(env.Target.PID)
+	snap, err := tr.Snapshot()
+	if err != nil {
+		tr.Close()
+		return err
+	}
+	s.samples = append(s.samples, snap)
+	s.wm.Store(env.Start)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan error, 1)
+	go func() {
+		s.done <- tr.ReadSwitches(ctx, func(sw Switch) {
+			s.mu.Lock()
+			s.tl.add(sw)
+			s.mu.Unlock()
+		}, func(now int64) { s.wm.Store(now - sealLag) })
+	}()
+	return nil
+}
+
+func (s *Source) Sample(now int64) {
+	snap, err := s.tr.Snapshot()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.snapErrs++
+		return
+	}
+	s.samples = append(s.samples, snap)
+	if newest := s.wm.Load(); newest-s.tl.prunedTo > 2*horizon {
+		s.tl.seal(newest)
+		s.tl.prune(newest - horizon)
+	}
+}
+
+func (s *Source) Watermark() int64 { return s.wm.Load() }
+
+func (s *Source) Drain() error {
+	s.cancel()
+	err := <-s.done
+	s.wm.Store(math.MaxInt64)
+	return err
+}
+
+func (s *Source) Columns() []string { return []string{"ctxsw", "oncpu_ns"} }
+
+func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tl.seal(s.wm.Load())
+	if m.Copy == 1 {
+		s.read[m.InTID]++
+	}
+	s.written[m.OutTID]++
+	sw, on, ok := s.tl.between(m.TIn, m.TOut)
+	if !ok {
+		s.unknown++
+		return append(dst, ',', ',')
+	}
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, sw, 10)
+	dst = append(dst, ',')
+	return strconv.AppendInt(dst, on, 10)
+}
+
+// Meta is the scheduler source's part of meta.json.
+type Meta struct {
+	Path     string `json:"path"`
+	Fallback string `json:"fallback_reason,omitempty"`
+	// AllowedCPUs are the CPUs of the target's affinity mask: definition
+	// (b) counts every switch on them.
+	AllowedCPUs []int `json:"allowed_cpus"`
+	// Totals over the recording.
+	SwitchesVoluntary   uint64 `json:"switches_voluntary"`
+	SwitchesInvoluntary uint64 `json:"switches_involuntary"`
+	SwitchesCPUs        uint64 `json:"switches_allowed_cpus"`
+	Threads             int    `json:"threads"`
+	Events              uint64 `json:"switch_events"`
+	EventsDropped       uint64 `json:"switch_events_dropped"`
+	LateEvents          int    `json:"switch_events_late"`
+	// SwitchOutsStreamed is the switch-outs in the event stream over the
+	// recording; it equals the counters' total but for runs the kernel
+	// skipped (Stats.Missed).
+	SwitchOutsStreamed int64 `json:"switch_outs_streamed"`
+	UnknownMessages     int    `json:"messages_unattributed"`
+	Stats               Stats  `json:"probe"`
+}
+
+func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
+	defer s.tr.Close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	res := record.SourceResult{Files: []string{SchedFile, ThreadsFile}}
+	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	meta := Meta{Path: s.tr.Path(), Fallback: s.tr.FallbackReason(), AllowedCPUs: s.allowed,
+		LateEvents: s.tl.late, UnknownMessages: s.unknown}
+	meta.Stats, _ = s.tr.Stats()
+	for _, c := range last.CPUs {
+		meta.Events += c.Events
+		meta.EventsDropped += c.EventsDropped
+	}
+	meta.SwitchesCPUs = s.cpuSwitches(first, last)
+	s.tl.seal(math.MaxInt64)
+	meta.LateEvents = s.tl.late
+	if n, _, ok := s.tl.between(first.End, last.End); ok {
+		meta.SwitchOutsStreamed = n
+	}
+	threads := threadDeltas(first, last)
+	meta.Threads = len(threads)
+	for _, t := range threads {
+		meta.SwitchesVoluntary += t.Voluntary
+		meta.SwitchesInvoluntary += t.Involuntary
+	}
+	res.Meta = meta
+
+	if err := s.writeSched(tl); err != nil {
+		return res, err
+	}
+	if err := s.writeThreads(tl, threads); err != nil {
+		return res, err
+	}
+	if meta.EventsDropped > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d switch events were lost (ring buffer full): ctxsw and oncpu_ns of the messages around them are too low", meta.EventsDropped))
+	}
+	if s.unknown > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d messages stayed in the broker longer than the %v of switch history kept: their ctxsw and oncpu_ns are empty", s.unknown, time.Duration(horizon)))
+	}
+	if s.snapErrs > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d windows could not be sampled", s.snapErrs))
+	}
+	if meta.Stats.Dropped > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d thread updates lost: the thread map was full", meta.Stats.Dropped))
+	}
+	return res, nil
+}
+
+// cpuSwitches counts every switch on the allowed CPUs between two samples.
+func (s *Source) cpuSwitches(a, b Snapshot) uint64 {
+	var n uint64
+	for _, c := range s.allowed {
+		if c < len(a.CPUs) && c < len(b.CPUs) {
+			n += b.CPUs[c].Switches - a.CPUs[c].Switches
+		}
+	}
+	return n
+}
+
+// threadDeltas returns each thread's counters between two samples, sorted
+// by tid; a thread born in between counts from zero.
+func threadDeltas(a, b Snapshot) []ThreadStats {
+	out := make([]ThreadStats, 0, len(b.Threads))
+	for tid, t := range b.Threads {
+		out = append(out, t.Sub(a.Threads[tid]))
+	}
+	slices.SortFunc(out, func(x, y ThreadStats) int { return x.TID - y.TID })
+	return out
+}
+
+func (s *Source) writeSched(tl *record.Timeline) error {
+	return writeCSV(filepath.Join(s.env.Out, SchedFile), []string{
+		"t_start_ns", "t_end_ns", "msgs_in", "msgs_out",
+		"switches_voluntary", "switches_involuntary", "switches_target", "switches_cpus",
+		"switches_per_msg_target", "switches_per_msg_cpus", "oncpu_ns", "oncpu_ns_per_msg",
+	}, func(emit func(...string)) {
+		for i := 1; i < len(s.samples); i++ {
+			a, b := s.samples[i-1], s.samples[i]
+			var vol, invol, on uint64
+			for _, t := range threadDeltas(a, b) {
+				vol += t.Voluntary
+				invol += t.Involuntary
+				on += t.OnCPUNs
+			}
+			cpus := s.cpuSwitches(a, b)
+			in, out := tl.InBetween(a.End, b.End), tl.OutBetween(a.End, b.End)
+			emit(i64(a.End), i64(b.End), strconv.Itoa(in), strconv.Itoa(out),
+				u64(vol), u64(invol), u64(vol+invol), u64(cpus),
+				ratio(float64(vol+invol), in), ratio(float64(cpus), in), u64(on), ratio(float64(on), in))
+		}
+	})
+}
+
+func (s *Source) writeThreads(tl *record.Timeline, threads []ThreadStats) error {
+	// Each thread's CPU per message entering the broker, window by window:
+	// the distribution, not only the mean.
+	perMsg := map[int]*hdrhistogram.Histogram{}
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		in := tl.InBetween(a.End, b.End)
+		if in == 0 {
+			continue
+		}
+		for tid, t := range b.Threads {
+			h := perMsg[tid]
+			if h == nil {
+				h = hdrhistogram.New(1, int64(time.Hour), 3)
+				perMsg[tid] = h
+			}
+			h.RecordValue(max(int64(t.Sub(a.Threads[tid]).CPUNs)/int64(in), 0))
+		}
+	}
+	total := len(tl.In)
+	return writeCSV(filepath.Join(s.env.Out, ThreadsFile), []string{
+		"tid", "comm", "switches_voluntary", "switches_involuntary", "oncpu_ns", "cpu_ns", "runq_wait_ns",
+		"messages_read", "messages_written", "cpu_ns_per_msg", "cpu_ns_per_msg_p50", "cpu_ns_per_msg_p90",
+		"cpu_ns_per_msg_p99", "windows",
+	}, func(emit func(...string)) {
+		for _, t := range threads {
+			h := perMsg[t.TID]
+			p50, p90, p99, n := "", "", "", "0"
+			if h != nil && h.TotalCount() > 0 {
+				p50, p90, p99 = i64(h.ValueAtQuantile(50)), i64(h.ValueAtQuantile(90)), i64(h.ValueAtQuantile(99))
+				n = i64(h.TotalCount())
+			}
+			emit(strconv.Itoa(t.TID), t.Comm, u64(t.Voluntary), u64(t.Involuntary), u64(t.OnCPUNs), u64(t.CPUNs),
+				u64(t.WaitNs+t.PreemptWaitNs), strconv.Itoa(s.read[uint32(t.TID)]), strconv.Itoa(s.written[uint32(t.TID)]),
+				ratio(float64(t.CPUNs), total), p50, p90, p99, n)
+		}
+	})
+}
+
+func writeCSV(path string, header []string, rows func(emit func(...string))) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := csv.NewWriter(f)
+	w.Write(header)
+	rows(func(v ...string) { w.Write(v) })
+	w.Flush()
+	if err := w.Error(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func i64(v int64) string  { return strconv.FormatInt(v, 10) }
+func u64(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// ratio formats x/n, empty when n is 0.
+func ratio(x float64, n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.FormatFloat(x/float64(n), 'f', 3, 64)
+}
+
+// allowedCPUs reads the target's affinity (Cpus_allowed_list), all CPUs
+// when it cannot be read.
+func allowedCPUs(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+				if cpus, err := parseCPUList(strings.TrimSpace(v)); err == nil {
+					return cpus
+				}
+			}
+		}
+	}
+	var all []int
+	for i := range runtime.NumCPU() {
+		all = append(all, i)
+	}
+	return all
+}
+
+// parseCPUList parses the kernel's list format: "0-3,8,10-11".
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil {
+			return nil, err
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil {
+				return nil, err
+			}
+		}
+		for c := a; c <= b; c++ {
+			out = append(out, c)
+		}
+	}
+	sort.Ints(out)
+	return out, nil
+}

@@ -1,0 +1,156 @@
+package sched
+
+import (
+	"context"
+	"encoding/csv"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/record"
+	"github.com/brokertrace/brokertrace/target"
+)
+
+type attachedWriter struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *attachedWriter) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), "brokertrace: attached") {
+		w.once.Do(func() { close(w.ch) })
+	}
+	return len(p), nil
+}
+
+func readCSV(t *testing.T, path string) ([]string, [][]string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(rows) == 0 {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return rows[0], rows[1:]
+}
+
+func col(t *testing.T, hdr []string, name string) int {
+	for i, h := range hdr {
+		if h == name {
+			return i
+		}
+	}
+	t.Fatalf("no column %q in %v", name, hdr)
+	return -1
+}
+
+func num(t *testing.T, s string) int64 {
+	v, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%q is not an integer", s)
+	}
+	return v
+}
+
+// TestSourceNATS records nats-server under load with the scheduler source:
+// every message gets ctxsw and oncpu_ns, the windowed series counts every
+// message, the event stream agrees with the kernel's counters, and the
+// threads' message counts add up to the rows.
+func TestSourceNATS(t *testing.T) {
+	needRoot(t)
+	srv := testbroker.StartNATS(t)
+	proc, err := target.ByPID(srv.PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	src := NewSource(Options{})
+	ctx, cancel := context.WithCancel(context.Background())
+	attached := &attachedWriter{ch: make(chan struct{})}
+	done := make(chan error, 1)
+	var res *record.Result
+	go func() {
+		var err error
+		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []record.Source{src}, Live: attached, Window: 50 * time.Millisecond})
+		done <- err
+	}()
+	select {
+	case <-attached.ch:
+	case err := <-done:
+		t.Fatalf("recording ended: %v", err)
+	}
+	const n = 4000
+	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.sched", Rate: 4000, Count: n, Drain: 5 * time.Second})
+	if err != nil || lr.Received != n {
+		t.Fatalf("load: %v", err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	meta := res.Meta.Sources["sched"]
+	if meta.Status != "ok" {
+		t.Fatalf("sched source: %+v", meta)
+	}
+	m := meta.Meta.(Meta)
+
+	hdr, rows := readCSV(t, filepath.Join(dir, recfile.MessagesFile))
+	if len(rows) != n {
+		t.Fatalf("%d rows", len(rows))
+	}
+	cs, co, cl := col(t, hdr, "ctxsw"), col(t, hdr, "oncpu_ns"), col(t, hdr, "latency_ns")
+	var sumSw int64
+	for _, r := range rows {
+		sw, on, lat := num(t, r[cs]), num(t, r[co]), num(t, r[cl])
+		if sw < 0 || on < 0 || on > lat*int64(m.Threads) {
+			t.Fatalf("row %v: ctxsw %d oncpu %d latency %d threads %d", r, sw, on, lat, m.Threads)
+		}
+		sumSw += sw
+	}
+
+	sh, srows := readCSV(t, filepath.Join(dir, SchedFile))
+	var in, out, target int64
+	for _, r := range srows {
+		in += num(t, r[col(t, sh, "msgs_in")])
+		out += num(t, r[col(t, sh, "msgs_out")])
+		target += num(t, r[col(t, sh, "switches_target")])
+	}
+	if in != n || out != n {
+		t.Fatalf("sched.csv counts %d in, %d out; want %d", in, out, n)
+	}
+	if target != int64(m.SwitchesVoluntary+m.SwitchesInvoluntary) || target == 0 {
+		t.Fatalf("windows sum to %d switches, totals %d", target, m.SwitchesVoluntary+m.SwitchesInvoluntary)
+	}
+	// The stream lacks only the switches the kernel skipped the probe for.
+	if d := target - m.SwitchOutsStreamed; d < 0 || uint64(d) > m.Stats.Missed+m.Stats.MissedIns {
+		t.Fatalf("stream has %d switch-outs, counters %d (missed %d)", m.SwitchOutsStreamed, target, m.Stats.Missed)
+	}
+	if m.EventsDropped != 0 || m.LateEvents != 0 || m.UnknownMessages != 0 || m.SwitchesCPUs < uint64(target) {
+		t.Fatalf("meta %+v", m)
+	}
+
+	th, trows := readCSV(t, filepath.Join(dir, ThreadsFile))
+	var read, written int64
+	for _, r := range trows {
+		read += num(t, r[col(t, th, "messages_read")])
+		written += num(t, r[col(t, th, "messages_written")])
+		if r[col(t, th, "comm")] != "nats-server" {
+			t.Fatalf("thread %v", r)
+		}
+	}
+	if read != n || written != n {
+		t.Fatalf("threads read %d, wrote %d; want %d", read, written, n)
+	}
+	t.Logf("%d messages: %.2f target switches per message (%d), %.2f on the allowed CPUs %v; ctxsw column sums to %d",
+		n, float64(target)/n, target, float64(m.SwitchesCPUs)/n, m.AllowedCPUs, sumSw)
+}
