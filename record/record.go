@@ -58,6 +58,8 @@ type Result struct {
 	Meta recfile.Meta
 	// Latency holds every matched copy's latency inside the broker (ns).
 	Latency *hdrhistogram.Histogram
+	// Summaries are the sources' headlines, "name: line".
+	Summaries []string
 }
 
 // ErrOutput is wrapped by errors about the output directory.
@@ -300,6 +302,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		meta.Warnings = append(meta.Warnings, "reading events failed: "+readErr.Error())
 	}
 	tl.sort()
+	var summaries []string
 	for _, r := range running {
 		res, err := r.Finish(&tl)
 		sm := recfile.SourceMeta{Status: "ok", Files: res.Files, Meta: res.Meta}
@@ -309,6 +312,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		meta.Sources[r.Name()] = sm
 		meta.Files = append(meta.Files, res.Files...)
+		if res.Summary != "" {
+			summaries = append(summaries, r.Name()+": "+res.Summary)
+		}
 		for _, w := range res.Warnings {
 			meta.Warnings = append(meta.Warnings, r.Name()+": "+w)
 		}
@@ -324,7 +330,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := recfile.WriteJSON(cfg.Out, recfile.MetaFile, &meta); err != nil {
 		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
 	}
-	res := &Result{Dir: cfg.Out, Meta: meta, Latency: total}
+	res := &Result{Dir: cfg.Out, Meta: meta, Latency: total, Summaries: summaries}
 	if writeErr != nil {
 		return res, fmt.Errorf("%w: messages.csv: %v", ErrOutput, writeErr)
 	}

@@ -59,6 +59,9 @@ type SourceResult struct {
 	Files    []string // written into the recording directory
 	Meta     any      // the source's part of meta.json
 	Warnings []string // every loss or gap, in words
+	// Summary is the source's headline for the terminal summary, one line
+	// without the source's name ("4.98 context switches per message…").
+	Summary string
 }
 
 // An Annotator is a Source that adds columns to messages.csv. A row is

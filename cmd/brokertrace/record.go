@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -216,11 +217,14 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 			record.FormatNs(h.Min()), record.FormatNs(h.ValueAtQuantile(50)), record.FormatNs(h.ValueAtQuantile(90)),
 			record.FormatNs(h.ValueAtQuantile(99)), record.FormatNs(h.Max()), record.FormatNs(int64(h.Mean())))
 	}
+	for _, line := range res.Summaries {
+		fmt.Fprintln(out, line)
+	}
 	s := m.Probe.Stats
 	fmt.Fprintf(out, "socket calls: %d reads (%d B), %d writes (%d B); events %d, dropped %d\n",
 		s.Calls[0], s.Bytes[0], s.Calls[1], s.Bytes[1], s.Events, s.DroppedEvents)
 	for _, w := range m.Warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
-	fmt.Fprintf(out, "files: %s/messages.csv, %s/meta.json\n", res.Dir, res.Dir)
+	fmt.Fprintf(out, "files in %s: %s\n", res.Dir, strings.Join(m.Files, ", "))
 }

@@ -191,6 +191,11 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 		meta.SwitchesInvoluntary += t.Involuntary
 	}
 	res.Meta = meta
+	if in := len(tl.In); in > 0 {
+		sw := meta.SwitchesVoluntary + meta.SwitchesInvoluntary
+		res.Summary = fmt.Sprintf("%.2f context switches per message out of broker threads (%d voluntary, %d involuntary), %.2f on its CPUs %v; %d threads",
+			float64(sw)/float64(in), meta.SwitchesVoluntary, meta.SwitchesInvoluntary, float64(meta.SwitchesCPUs)/float64(in), s.allowed, meta.Threads)
+	}
 
 	if err := s.writeSched(tl); err != nil {
 		return res, err
