@@ -71,9 +71,11 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define NR_preadv2 327
 #define NR_pwritev2 328
 
-/* Per-CPU working state of the call being scanned. Tracepoint programs do
- * not nest on a CPU (the kernel counts a recursion as a miss, which the
- * loader reports), so one slot per CPU is enough. */
+/* Per-CPU working state of the call being scanned. These programs never run
+ * interleaved on one CPU: the sock tracepoints run with preemption off, and
+ * the kernel skips (and counts, reported by the loader) a run of a program
+ * that would nest in itself. So one slot per CPU is enough, and the per-CPU
+ * counters need no atomic operations. */
 struct scan_ctx {
 	union {
 		__u8 buf[BUF_SIZE];
@@ -168,10 +170,10 @@ static __always_inline void flush_event(struct scan_ctx *c, struct bt_stats *st,
 	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
 										      : BPF_RB_NO_WAKEUP;
 	if (bpf_ringbuf_output(&events, &c->ev, size, flags) == 0) {
-		__sync_fetch_and_add(&st->events, 1);
+		st->events += 1;
 	} else {
-		__sync_fetch_and_add(&st->dropped_events, 1);
-		__sync_fetch_and_add(&st->dropped_markers, n);
+		st->dropped_events += 1;
+		st->dropped_markers += n;
 	}
 	c->ev.nr_markers = 0;
 }
@@ -216,7 +218,7 @@ __noinline int try_marker(__u64 p)
 	c->ev.markers[k].id = id;
 	c->ev.markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
 	c->ev.nr_markers = k + 1;
-	__sync_fetch_and_add(&st->markers[c->ev.dir & 1], 1);
+	st->markers[c->ev.dir & 1] += 1;
 	return 1;
 }
 
@@ -323,11 +325,25 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 		}
 	}
 
-	/* Keep the last 24 bytes; remember how many may begin a marker. */
-	c->carry[0] = *(__u64 *)&c->buf[len];
-	c->carry[1] = *(__u64 *)&c->buf[len + 8];
-	c->carry[2] = *(__u64 *)&c->buf[len + 16];
-	c->carry_len = carry_len_at(c, start, end);
+	/* Keep the last 24 bytes when a marker may begin in the last 19: only
+	 * if one of the (at most three) words holding them has a 'B'. */
+	__u64 lw = (end - BT_CARRY_MAX) / 8;
+	bool maybe = false;
+	for (__u64 k = 0; k < 3; k++) {
+		__u64 wi = lw + k;
+		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
+			break;
+		__u64 v = c->words[wi] ^ 0x4242424242424242ULL;
+		if ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL)
+			maybe = true;
+	}
+	c->carry_len = 0;
+	if (maybe) {
+		c->carry[0] = *(__u64 *)&c->buf[len];
+		c->carry[1] = *(__u64 *)&c->buf[len + 8];
+		c->carry[2] = *(__u64 *)&c->buf[len + 16];
+		c->carry_len = carry_len_at(c, start, end);
+	}
 	return 0;
 }
 
@@ -388,11 +404,11 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 	if (!c || !st)
 		return 0;
 	dir &= 1;
-	__sync_fetch_and_add(&st->calls[dir], 1);
-	__sync_fetch_and_add(&st->bytes[dir], total);
+	st->calls[dir] += 1;
+	st->bytes[dir] += total;
 	if (call == BT_CALL_OTHER) {
-		__sync_fetch_and_add(&st->other_calls[dir], 1);
-		__sync_fetch_and_add(&st->other_bytes[dir], total);
+		st->other_calls[dir] += 1;
+		st->other_bytes[dir] += total;
 		return 0;
 	}
 
@@ -439,14 +455,14 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 	__u32 done = c->done;
 	bool fault = c->fault;
 
-	__sync_fetch_and_add(&st->scanned[dir], done);
+	st->scanned[dir] += done;
 	if (fault) {
-		__sync_fetch_and_add(&st->fault_bytes[dir], remaining);
+		st->fault_bytes[dir] += remaining;
 		remaining = 0;
 	}
 	skipped += remaining; /* left over when the step or iovec limit ended the walk */
 	if (skipped) {
-		__sync_fetch_and_add(&st->unscanned[dir], skipped);
+		st->unscanned[dir] += skipped;
 	}
 	if (skipped || fault) {
 		/* The stream has a gap: a carried prefix cannot be continued. */
@@ -535,7 +551,7 @@ static __always_inline bool skip_read(__u32 dir, int flags)
 		return false;
 	struct bt_stats *st = get_stats();
 	if (st)
-		__sync_fetch_and_add(&st->peeks, 1);
+		st->peeks += 1;
 	return true;
 }
 
