@@ -107,64 +107,77 @@ func (mw *MessageWriter) Close() error {
 	return err
 }
 
-// ReadMessages reads a messages.csv back.
+// ReadMessages reads a messages.csv back into memory.
 func ReadMessages(path string) ([]correlate.Message, error) {
+	var out []correlate.Message
+	err := ScanMessages(path, func(m *correlate.Message) error {
+		out = append(out, *m)
+		return nil
+	})
+	return out, err
+}
+
+// ScanMessages streams a messages.csv row by row, in constant memory: fn
+// gets each row (the *Message is reused) and may stop the scan by
+// returning an error, which ScanMessages returns. Extra columns (from the
+// recording's sources) are ignored.
+func ScanMessages(path string, fn func(*correlate.Message) error) error {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer f.Close()
-	r := csv.NewReader(bufio.NewReader(f))
+	r := csv.NewReader(bufio.NewReaderSize(f, 1<<20))
 	r.ReuseRecord = true
 	hdr, err := r.Read()
 	if err != nil {
-		return nil, fmt.Errorf("%s: reading header: %w", path, err)
+		return fmt.Errorf("%s: reading header: %w", path, err)
 	}
 	col := map[string]int{}
 	for i, h := range hdr {
 		col[h] = i
 	}
-	for _, c := range MessageColumns {
-		if _, ok := col[c]; !ok {
-			return nil, fmt.Errorf("%s: no column %q", path, c)
+	idx := make([]int, len(MessageColumns))
+	for i, c := range MessageColumns {
+		k, ok := col[c]
+		if !ok {
+			return fmt.Errorf("%s: no column %q", path, c)
 		}
+		idx[i] = k
 	}
-	var out []correlate.Message
+	var m correlate.Message
+	var v [11]uint64
 	for line := 2; ; line++ {
 		rec, err := r.Read()
 		if err == io.EOF {
-			return out, nil
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			return fmt.Errorf("%s:%d: %w", path, line, err)
 		}
-		u := func(name string) uint64 {
-			if err != nil {
-				return 0
+		for i, k := range idx {
+			field := rec[k]
+			if i >= 1 && i <= 3 { // times and latency may in principle be negative
+				var x int64
+				x, err = strconv.ParseInt(field, 10, 64)
+				v[i] = uint64(x)
+			} else {
+				v[i], err = strconv.ParseUint(field, 10, 64)
 			}
-			var v uint64
-			v, err = strconv.ParseUint(rec[col[name]], 10, 64)
-			return v
-		}
-		i := func(name string) int64 {
 			if err != nil {
-				return 0
+				return fmt.Errorf("%s:%d: column %s: %w", path, line, MessageColumns[i], err)
 			}
-			var v int64
-			v, err = strconv.ParseInt(rec[col[name]], 10, 64)
-			return v
 		}
-		m := correlate.Message{ID: u("id"), TIn: i("t_in_ns"), TOut: i("t_out_ns"),
-			InTID: uint32(u("in_tid")), OutTID: uint32(u("out_tid")), Copy: uint32(u("copy"))}
-		m.InConn.LocalPort, m.InConn.RemotePort = uint16(u("in_lport")), uint16(u("in_rport"))
-		m.OutConn.LocalPort, m.OutConn.RemotePort = uint16(u("out_lport")), uint16(u("out_rport"))
-		if lat := i("latency_ns"); err == nil && lat != m.Latency() {
-			err = fmt.Errorf("latency_ns %d != t_out_ns - t_in_ns", lat)
+		m = correlate.Message{ID: v[0], TIn: int64(v[1]), TOut: int64(v[2]),
+			InTID: uint32(v[4]), OutTID: uint32(v[5]), Copy: uint32(v[10])}
+		m.InConn.LocalPort, m.InConn.RemotePort = uint16(v[6]), uint16(v[7])
+		m.OutConn.LocalPort, m.OutConn.RemotePort = uint16(v[8]), uint16(v[9])
+		if lat := int64(v[3]); lat != m.Latency() {
+			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, lat)
 		}
-		if err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		if err := fn(&m); err != nil {
+			return err
 		}
-		out = append(out, m)
 	}
 }
 
