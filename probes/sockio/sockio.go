@@ -247,12 +247,15 @@ const (
 )
 
 // decode turns a kernel record into io without allocating. Records are in
-// the host's byte order and layout (the kernel wrote them on this machine).
+// the host's byte order and layout (the kernel wrote them on this machine);
+// a record holds only nr_markers of the markers, so it is copied into a
+// whole event rather than cast.
 func decode(raw []byte, io *events.IO) bool {
 	if len(raw) < headerSize {
 		return false
 	}
-	h := (*sockioBtEvent)(unsafe.Pointer(&raw[0]))
+	var h sockioBtEvent
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&h)), unsafe.Sizeof(h)), raw)
 	n := int(h.NrMarkers)
 	if n > maxMarkers || len(raw) < headerSize+n*markerSize {
 		return false

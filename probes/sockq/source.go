@@ -1,0 +1,276 @@
+package sockq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/record"
+)
+
+// Columns the source adds to messages.csv.
+const (
+	ArriveColumn = "t_arrive_ns"   // when the message's last byte was queued on the broker's socket
+	WaitColumn   = "sockq_wait_ns" // t_in − t_arrive: its wait in the socket's receive queue
+)
+
+// DefaultHorizon is how far behind the newest sample samples are kept: a
+// message that stays in the broker longer than this between being read and
+// written gets empty fields, counted as pruned.
+const DefaultHorizon = 60 * time.Second
+
+const (
+	// watermarkMargin is taken off the time of a read pass that found the
+	// ring buffer empty. A sample a message depends on is committed before
+	// the broker can read the message (under the socket's lock), so the
+	// margin only absorbs clock reads on different CPUs.
+	watermarkMargin = int64(time.Millisecond)
+	// portsEvery is how often the target's listening ports are re-read, to
+	// follow listeners it opens or closes while recording.
+	portsEvery = int64(2 * time.Second)
+	// pruneEvery is how often samples beyond the horizon are dropped.
+	pruneEvery = int64(time.Second)
+)
+
+// SourceOptions configure the source.
+type SourceOptions struct {
+	Path     Path
+	RingSize int           // 0: 8 MiB
+	Horizon  time.Duration // 0: DefaultHorizon
+}
+
+// Source adds to every message of a recording when its bytes arrived on the
+// broker's socket (t_arrive_ns) and how long they waited there before the
+// broker read them (sockq_wait_ns): the paper's "messages held in the
+// operating system buffers", measured instead of estimated.
+type Source struct {
+	opts SourceOptions
+	tr   *Tracer
+	lst  *Listeners
+
+	cancel context.CancelFunc
+	done   chan error
+	wm     atomic.Int64
+
+	mu        sync.Mutex
+	arr       *Arrivals
+	rows      uint64
+	outcomes  [len(outcomeNames)]uint64 // rows by lookup outcome
+	waits     *hdrhistogram.Histogram   // sockq_wait of first copies
+	nextPorts int64
+	nextPrune int64
+	portErr   string
+	portErrs  int
+	ports     map[uint16]bool // every port watched at some time
+	stats     Stats           // the probe's counters, read when it was drained
+	statErr   error
+}
+
+// NewSource returns the socket-queue source.
+func NewSource(opts SourceOptions) *Source {
+	if opts.Horizon <= 0 {
+		opts.Horizon = DefaultHorizon
+	}
+	return &Source{opts: opts}
+}
+
+func (s *Source) Name() string { return "sockq" }
+
+func (s *Source) Start(env *record.Env) error {
+	// The socket queue is an addition to the recording: whatever keeps it
+	// from starting leaves the recording going without it (meta.json says
+	// why).
+	s.lst = NewListeners(env.Target.PID)
+	ports, err := s.lst.Ports()
+	if err != nil {
+		return fmt.Errorf("%w: %v", record.ErrUnavailable, err)
+	}
+	tr, err := Open(Options{PID: env.Target.PID, Ports: append([]uint16{}, ports...), Path: s.opts.Path, RingSize: s.opts.RingSize})
+	if err != nil {
+		return fmt.Errorf("%w: %v", record.ErrUnavailable, err)
+	}
+	s.tr = tr
+	s.arr = NewArrivals(int64(s.opts.Horizon))
+	s.waits = hdrhistogram.New(1, int64(time.Hour), 3)
+	s.ports = map[uint16]bool{}
+	for _, p := range tr.Ports() {
+		s.ports[p] = true
+	}
+	now := monotime.Now()
+	s.nextPorts, s.nextPrune = now+portsEvery, now+pruneEvery
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel, s.done = cancel, make(chan error, 1)
+	s.wm.Store(env.Start - watermarkMargin)
+	go func() {
+		err := tr.Read(ctx, func(smp *Sample) {
+			s.mu.Lock()
+			s.arr.Add(smp)
+			s.mu.Unlock()
+		}, func(at int64) { s.wm.Store(at - watermarkMargin) })
+		if err != nil {
+			// No more samples will come: hold no row back for them
+			// (Drain reports the error).
+			s.wm.Store(math.MaxInt64)
+		}
+		s.done <- err
+	}()
+	return nil
+}
+
+func (s *Source) Sample(now int64) {
+	if now >= s.nextPorts {
+		s.nextPorts = now + portsEvery
+		ports, err := s.lst.Ports()
+		if err == nil {
+			err = s.tr.SetPorts(ports)
+		}
+		s.mu.Lock()
+		if errors.Is(err, os.ErrNotExist) {
+			// The target exited; the recording is ending.
+		} else if err != nil {
+			s.portErrs++
+			s.portErr = err.Error()
+		} else {
+			for _, p := range ports {
+				s.ports[p] = true
+			}
+		}
+		s.mu.Unlock()
+	}
+	if now >= s.nextPrune {
+		s.nextPrune = now + pruneEvery
+		s.mu.Lock()
+		s.arr.Prune()
+		s.mu.Unlock()
+	}
+}
+
+func (s *Source) Watermark() int64 { return s.wm.Load() }
+
+// Drain detaches the probe, consumes every sample still in the ring
+// buffer, and frees the probe; Annotate goes on answering from the samples.
+func (s *Source) Drain() error {
+	if s.cancel == nil {
+		return nil
+	}
+	s.cancel()
+	err := <-s.done
+	s.cancel = nil
+	s.stats, s.statErr = s.tr.Stats()
+	s.tr.Close()
+	s.wm.Store(math.MaxInt64)
+	return err
+}
+
+func (s *Source) Columns() []string { return []string{ArriveColumn, WaitColumn} }
+
+// Annotate appends t_arrive_ns and sockq_wait_ns, or two empty fields when
+// the arrival is unknown (counted by reason in meta.json).
+func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rows++
+	t, out := s.arr.Lookup(m.InConn.Sock, m.InSeq, m.TIn)
+	s.outcomes[out]++
+	if out != Found {
+		return append(dst, ',', ',')
+	}
+	wait := m.TIn - t
+	if m.Copy <= 1 {
+		s.waits.RecordValue(max(wait, 1))
+	}
+	dst = append(dst, ',')
+	dst = strconv.AppendInt(dst, t, 10)
+	dst = append(dst, ',')
+	return strconv.AppendInt(dst, wait, 10)
+}
+
+// Meta is the source's part of meta.json.
+type Meta struct {
+	Path      string   `json:"path"`  // data_ready or tcp_probe
+	Hooks     []string `json:"hooks"` // kernel hooks attached
+	NetNS     uint32   `json:"netns"` // network namespace sampled (inode)
+	Ports     []uint16 `json:"ports"` // local ports sampled at some time
+	RingSize  int      `json:"ring_buffer_bytes"`
+	HorizonNs int64    `json:"horizon_ns"`
+	Counters  Stats    `json:"counters"`
+	// What user space made of the samples.
+	Samples uint64 `json:"samples"`       // samples kept (after pruning)
+	Stale   uint64 `json:"stale_samples"` // samples that did not move a socket's sequence
+	Streams uint64 `json:"connections"`   // connections sampled
+	// Rows of messages.csv annotated, and those left empty by reason.
+	Rows            uint64            `json:"rows"`
+	Unknown         uint64            `json:"unknown_arrivals"`
+	UnknownByReason map[string]uint64 `json:"unknown_by_reason"`
+	Pruned          uint64            `json:"pruned"` // rows that needed samples beyond the horizon
+	// sockq_wait_ns of messages (first copies) whose arrival is known.
+	Wait WaitStats `json:"sockq_wait"`
+}
+
+// WaitStats summarize sockq_wait_ns.
+type WaitStats struct {
+	Messages int64 `json:"messages"`
+	P50      int64 `json:"p50_ns"`
+	P99      int64 `json:"p99_ns"`
+	Max      int64 `json:"max_ns"`
+}
+
+func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
+	st, statErr := s.stats, s.statErr
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := Meta{
+		Path: string(s.tr.Path()), Hooks: s.tr.Hooks(), NetNS: s.tr.NetNS(),
+		RingSize: s.opts.RingSize, HorizonNs: int64(s.opts.Horizon), Counters: st,
+		Samples: s.arr.Samples, Stale: s.arr.Stale, Streams: s.arr.Streams,
+		Rows: s.rows, UnknownByReason: map[string]uint64{}, Pruned: s.outcomes[Pruned],
+		Ports: []uint16{},
+	}
+	if m.RingSize == 0 {
+		m.RingSize = 8 << 20
+	}
+	for p := range s.ports {
+		m.Ports = append(m.Ports, p)
+	}
+	slices.Sort(m.Ports)
+	for o := NoSocket; int(o) < len(outcomeNames); o++ {
+		m.UnknownByReason[o.String()] = s.outcomes[o]
+		m.Unknown += s.outcomes[o]
+	}
+	if n := s.waits.TotalCount(); n > 0 {
+		m.Wait = WaitStats{Messages: n, P50: s.waits.ValueAtQuantile(50), P99: s.waits.ValueAtQuantile(99), Max: s.waits.Max()}
+	}
+	var w []string
+	add := func(n uint64, format string, args ...any) {
+		if n > 0 {
+			w = append(w, fmt.Sprintf(format, args...))
+		}
+	}
+	if len(m.Ports) == 0 {
+		w = append(w, "the target listens on no TCP port, so no socket was sampled and t_arrive_ns is empty")
+	}
+	add(st.Dropped, "%d samples were lost because the ring buffer was full (raise --sockq-ring-size)", st.Dropped)
+	add(st.Missed, "the kernel skipped the socket-queue probe %d times (recursion on a CPU): messages whose bytes came in those chunks got the time of the next chunk on their connection", st.Missed)
+	add(s.outcomes[NoSocket], "%d rows have no t_arrive_ns: the connection they came in on was not sampled (not accepted on a listening port of the target)", s.outcomes[NoSocket])
+	add(s.outcomes[BeforeProbe], "%d rows have no t_arrive_ns: their bytes came in the first chunk sampled on a connection older than the recording", s.outcomes[BeforeProbe])
+	add(s.outcomes[NoSample], "%d rows have no t_arrive_ns: no sample reached their bytes by the time they were read (samples lost)", s.outcomes[NoSample])
+	add(s.outcomes[Pruned], "%d rows have no t_arrive_ns: they stayed in the broker longer than the %v horizon", s.outcomes[Pruned], s.opts.Horizon)
+	if s.portErrs > 0 {
+		w = append(w, fmt.Sprintf("re-reading the target's listening ports failed %d times: %s", s.portErrs, s.portErr))
+	}
+	if statErr != nil {
+		w = append(w, "probe counters could not be read: "+statErr.Error())
+	}
+	return record.SourceResult{Meta: m, Warnings: w}, nil
+}
