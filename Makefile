@@ -5,21 +5,15 @@ export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 # Debian packages the build, demo and tests need; installed when missing.
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc tcpdump ethtool \
-	nats-server linux-perf
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc tcpdump ethtool linux-perf \
+	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless
 
 .PHONY: all build deps generate check-generated test bench demo clean
 
 all: build
 
 deps:
-	@missing=""; for p in $(APT_PKGS); do \
-		dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
-	done; \
-	if [ -n "$$missing" ]; then \
-		echo "installing:$$missing"; \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
-	fi
+	@scripts/deps.sh $(APT_PKGS)
 
 build:
 	$(GO) build -trimpath -o bin/brokertrace ./cmd/brokertrace

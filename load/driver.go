@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"sort"
@@ -61,14 +62,26 @@ type DialOptions struct {
 	Role string
 }
 
+// ErrAuth marks a broker that was reached but refused the credentials (or
+// the user's access to the virtual host). It is a kind of its own, not
+// ErrUnreachable: retrying later does not help, fixing the URL's user:password
+// does. The CLI maps it to exit code 1 (the measurement could not be made),
+// keeping 3 for a broker that is not there.
+var ErrAuth = errors.New("broker refused the credentials")
+
 // DialFunc connects to the broker at u. Errors must wrap ErrUnreachable when
-// the broker could not be reached and ErrConfig when the options are wrong,
-// so callers can tell the two apart.
+// the broker could not be reached, ErrAuth when it refused the credentials and
+// ErrConfig when the options are wrong, so callers can tell them apart.
 type DialFunc func(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 
 // drivers maps a URL scheme to the driver that speaks it.
 var drivers = map[string]DialFunc{
-	"nats": dialNATS,
+	"nats":  dialNATS,
+	"mqtt":  dialMQTT,
+	"stomp": dialSTOMP,
+	"amqp":  dialAMQP,
+	"redis": dialRedis,
+	"tcp":   dialTCP,
 }
 
 // Schemes returns the URL schemes Run supports, sorted.
@@ -111,4 +124,8 @@ func configErrorf(format string, args ...any) error {
 
 func unreachableErrorf(format string, args ...any) error {
 	return &kindError{kind: ErrUnreachable, err: fmt.Errorf(format, args...)}
+}
+
+func authErrorf(format string, args ...any) error {
+	return &kindError{kind: ErrAuth, err: fmt.Errorf(format, args...)}
 }

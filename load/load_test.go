@@ -382,8 +382,8 @@ func TestBadConfig(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{Config{URL: "mqtt://127.0.0.1:1883", Rate: 1, Count: 1}, `unsupported scheme "mqtt"; supported schemes: nats`},
-		{Config{URL: "localhost:4222", Rate: 1, Count: 1}, "supported schemes: nats"},
+		{Config{URL: "kafka://127.0.0.1:9092", Rate: 1, Count: 1}, `unsupported scheme "kafka"; supported schemes: amqp, mqtt, nats, redis, stomp, tcp`},
+		{Config{URL: "localhost:4222", Rate: 1, Count: 1}, "supported schemes: amqp, mqtt, nats, redis, stomp, tcp"},
 		{Config{URL: "127.0.0.1:4222", Rate: 1, Count: 1}, "nats://127.0.0.1:4222"},
 		{Config{Rate: 1, Count: 1, Size: 10}, "size 10 bytes is too small"},
 		{Config{Rate: -1, Count: 1}, "rate -1"},

@@ -1,0 +1,255 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+)
+
+// amqpDriver is an AMQP 0-9-1 connection (RabbitMQ) through amqp091-go, the
+// client the RabbitMQ team maintains.
+//
+// URL: amqp://[user:password@]host[:port][/vhost][?ack=MODE&prefetch=N&confirm=0|1].
+// The run's subject names a queue: the consumer declares it (non-durable,
+// deleted with its last consumer) and consumes from it, the producer
+// publishes transient messages to it through the default exchange. ack is
+// the consumer's mode: auto (default: the broker forgets a message once
+// sent) or manual (the consumer acknowledges each message); prefetch bounds
+// unacknowledged deliveries with ack=manual (default 0: unbounded). confirm=1
+// puts the producer's channel in confirm mode: the broker acknowledges every
+// publish, and Flush waits for all confirms (a nack fails it).
+type amqpDriver struct {
+	conn  *amqp.Connection
+	ch    *amqp.Channel
+	queue string
+	role  string
+	host  string
+	errs  asyncErr
+
+	autoAck  bool
+	prefetch int
+
+	confirm   bool
+	published int64 // producer goroutine only
+	acked     atomic.Int64
+	nacked    atomic.Int64
+	confirmed chan struct{} // signalled on every confirmation
+
+	closing atomic.Bool
+}
+
+func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
+	q, err := urlOptions(u, "ack", "prefetch", "confirm")
+	if err != nil {
+		return nil, err
+	}
+	ack, err := oneOf(u, q, "ack", "auto", "auto", "manual")
+	if err != nil {
+		return nil, err
+	}
+	confirm, err := oneOf(u, q, "confirm", "0", "0", "1")
+	if err != nil {
+		return nil, err
+	}
+	prefetch := 0
+	if s := q.Get("prefetch"); s != "" {
+		if prefetch, err = strconv.Atoi(s); err != nil || prefetch < 0 || prefetch > 65535 {
+			return nil, configErrorf("broker URL %s: prefetch=%q is invalid: give 0..65535 messages", u.Redacted(), s)
+		}
+		if ack != "manual" {
+			return nil, configErrorf("broker URL %s: prefetch only applies with ack=manual", u.Redacted())
+		}
+	}
+	if opts.Subject == "" || len(opts.Subject) > 255 {
+		return nil, configErrorf("AMQP queue name %q is invalid: give a subject of 1..255 bytes", opts.Subject)
+	}
+	addr := hostPort(u, "5672")
+
+	// The amqp091 URI without this driver's options.
+	au := *u
+	au.RawQuery = ""
+	au.Host = addr
+	uri, err := amqp.ParseURI(au.String())
+	if err != nil {
+		return nil, configErrorf("broker URL %s: %v", u.Redacted(), err)
+	}
+	d := &amqpDriver{queue: opts.Subject, role: opts.Role, host: addr, autoAck: ack == "auto", prefetch: prefetch, confirm: confirm == "1"}
+	dialer := &netDialer{ctx: ctx}
+	cfg := amqp.Config{
+		Heartbeat:  10 * time.Second,
+		Locale:     "en_US",
+		Properties: amqp.NewConnectionProperties(),
+		Dial: func(network, a string) (net.Conn, error) {
+			c, err := dialer.dial(network, a)
+			if err == nil {
+				// amqp091 clears the deadline after the handshake.
+				_ = c.SetDeadline(time.Now().Add(connectTimeout))
+			}
+			return c, err
+		},
+	}
+	cfg.Properties.SetClientConnectionName(clientName(opts.Role))
+	conn, err := amqp.DialConfig(uri.String(), cfg)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		var ae *amqp.Error
+		switch {
+		case errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) && ae != amqp.ErrSASL:
+			return nil, authErrorf("AMQP broker at %s refused %s login as user %q to vhost %q: %s (give amqp://USER:PASSWORD@%s/VHOST)", addr, opts.Role, uri.Username, uri.Vhost, ae.Reason, addr)
+		case dialer.err() != nil:
+			return nil, unreachableErrorf("cannot connect %s to AMQP broker at %s: %v (is it running and listening there?)", opts.Role, addr, dialer.err())
+		}
+		return nil, unreachableErrorf("AMQP handshake of %s with %s failed: %v (is it an AMQP 0-9-1 listener?)", opts.Role, addr, err)
+	}
+	d.conn = conn
+	go d.watch(conn.NotifyClose(make(chan *amqp.Error, 1)), "connection")
+
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("AMQP %s channel on %s: %w", opts.Role, addr, err)
+	}
+	d.ch = ch
+	go d.watch(ch.NotifyClose(make(chan *amqp.Error, 1)), "channel")
+	if d.confirm && opts.Role == "producer" {
+		if err := ch.Confirm(false); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("AMQP broker at %s refused confirm mode: %w", addr, err)
+		}
+		d.confirmed = make(chan struct{}, 1)
+		// The confirmation channel must be drained at all times: amqp091
+		// blocks its reader on it.
+		confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 4096))
+		go func() {
+			for c := range confirms {
+				if c.Ack {
+					d.acked.Add(1)
+				} else {
+					d.nacked.Add(1)
+				}
+				select {
+				case d.confirmed <- struct{}{}:
+				default:
+				}
+			}
+		}()
+	}
+	return d, nil
+}
+
+// watch records why the broker closed the connection or channel.
+func (d *amqpDriver) watch(c chan *amqp.Error, what string) {
+	if e, ok := <-c; ok && e != nil && !d.closing.Load() {
+		d.errs.set(fmt.Errorf("AMQP %s %s to %s closed by the broker: %s", d.role, what, d.host, e.Error()))
+	}
+}
+
+func (d *amqpDriver) Err() error { return d.errs.get() }
+
+// Publish writes the message's frames to the socket before returning (amqp091
+// writes synchronously), so body is not kept. amqp091 allocates its frames.
+func (d *amqpDriver) Publish(body []byte) error {
+	if err := d.errs.get(); err != nil {
+		return err
+	}
+	err := d.ch.PublishWithContext(context.Background(), "", d.queue, false, false,
+		amqp.Publishing{Body: body, DeliveryMode: amqp.Transient})
+	if err != nil {
+		if e := d.errs.get(); e != nil {
+			return e
+		}
+		return fmt.Errorf("AMQP publish to queue %q at %s: %w", d.queue, d.host, err)
+	}
+	d.published++
+	return nil
+}
+
+// Subscribe declares the queue and returns once basic.consume-ok arrived:
+// from then on every message routed to the queue is delivered here.
+func (d *amqpDriver) Subscribe(handler func(body []byte)) error {
+	if _, err := d.ch.QueueDeclare(d.queue, false, true, false, false, nil); err != nil {
+		return configErrorf("AMQP broker at %s refused to declare queue %q: %v (a queue of that name with other properties exists? use another subject)", d.host, d.queue, err)
+	}
+	if !d.autoAck && d.prefetch > 0 {
+		if err := d.ch.Qos(d.prefetch, 0, false); err != nil {
+			return fmt.Errorf("AMQP prefetch %d at %s: %w", d.prefetch, d.host, err)
+		}
+	}
+	deliveries, err := d.ch.Consume(d.queue, clientName(d.role), d.autoAck, false, false, false, nil)
+	if err != nil {
+		return configErrorf("AMQP broker at %s refused to consume from queue %q: %v", d.host, d.queue, err)
+	}
+	go func() {
+		for m := range deliveries {
+			handler(m.Body)
+			if !d.autoAck {
+				if err := m.Ack(false); err != nil && !d.closing.Load() {
+					d.errs.set(fmt.Errorf("AMQP ack to %s: %v", d.host, err))
+				}
+			}
+		}
+	}()
+	return nil
+}
+
+// Flush waits for every confirm in confirm mode. Otherwise it makes a
+// synchronous call (basic.qos, which changes nothing on a channel that does
+// not consume) and waits for its answer: the broker handles a channel's
+// methods in order, so the answer means every earlier publish was taken.
+func (d *amqpDriver) Flush(ctx context.Context) error {
+	if err := d.errs.get(); err != nil {
+		return err
+	}
+	if d.confirm {
+		for d.acked.Load()+d.nacked.Load() < d.published {
+			select {
+			case <-d.confirmed:
+			case <-ctx.Done():
+				if err := d.errs.get(); err != nil {
+					return err
+				}
+				return fmt.Errorf("AMQP broker at %s confirmed %d of %d publishes: %w", d.host, d.acked.Load()+d.nacked.Load(), d.published, ctx.Err())
+			}
+		}
+		if n := d.nacked.Load(); n > 0 {
+			return fmt.Errorf("AMQP broker at %s nacked %d of %d publishes (it says it lost them)", d.host, n, d.published)
+		}
+		return nil
+	}
+	res := make(chan error, 1)
+	go func() { res <- d.ch.Qos(0, 0, false) }()
+	select {
+	case err := <-res:
+		if err != nil {
+			if e := d.errs.get(); e != nil {
+				return e
+			}
+			return fmt.Errorf("AMQP flush to %s: %w", d.host, err)
+		}
+		return nil
+	case <-ctx.Done():
+		if err := d.errs.get(); err != nil {
+			return err
+		}
+		return fmt.Errorf("AMQP flush to %s: %w", d.host, ctx.Err())
+	}
+}
+
+// Dropped is 0: amqp091 queues deliveries without bound rather than
+// discarding.
+func (d *amqpDriver) Dropped() int { return 0 }
+
+func (d *amqpDriver) Close() error {
+	d.closing.Store(true)
+	_ = d.conn.CloseDeadline(time.Now().Add(2 * time.Second))
+	return nil
+}
