@@ -1,0 +1,186 @@
+package record_test
+
+import (
+	"context"
+	"encoding/csv"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/probes/sched"
+	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/record"
+	"github.com/brokertrace/brokertrace/target"
+)
+
+// TestBrokers records each real broker from Debian's packages while the
+// load generator drives it with its own protocol, regular and bursty. Every
+// message the broker carried is matched in and out, belongs to the run, and
+// its time inside the broker is shorter than its end-to-end time; the
+// scheduler source names the broker's threads.
+func TestBrokers(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	type broker struct {
+		name string
+		// start returns the broker's pid and the load URL.
+		start func(t *testing.T) (int, string)
+	}
+	brokers := []broker{
+		{"nats", func(t *testing.T) (int, string) { b := testbroker.StartNATS(t); return b.PID(), b.URL() }},
+		{"mosquitto-mqtt", func(t *testing.T) (int, string) {
+			b := testbroker.StartMosquitto(t)
+			return b.PID(), b.URL() + "/bt/test?qos=1"
+		}},
+		{"redis-pubsub", func(t *testing.T) (int, string) { b := testbroker.StartRedis(t); return b.PID(), b.URL("btchan") }},
+		{"activemq-stomp", func(t *testing.T) (int, string) {
+			b := testbroker.StartActiveMQ(t)
+			return b.PID(), b.STOMPURL("/queue/bt.test")
+		}},
+		{"rabbitmq", nil}, // AMQP and STOMP on one broker: see below
+	}
+	for _, b := range brokers {
+		t.Run(b.name, func(t *testing.T) {
+			if b.start == nil {
+				rmq := testbroker.StartRabbitMQ(t, "rabbitmq_stomp")
+				t.Run("amqp", func(t *testing.T) { recordBroker(t, rmq.PID(), rmq.AMQPURL()) })
+				t.Run("stomp", func(t *testing.T) { recordBroker(t, rmq.PID(), rmq.STOMPURL("/queue/bt.test")) })
+				return
+			}
+			pid, url := b.start(t)
+			recordBroker(t, pid, url)
+		})
+	}
+}
+
+type attachWatch struct {
+	once sync.Once
+	ch   chan struct{}
+}
+
+func (w *attachWatch) Write(p []byte) (int, error) {
+	if strings.HasPrefix(string(p), "brokertrace: attached") {
+		w.once.Do(func() { close(w.ch) })
+	}
+	return len(p), nil
+}
+
+func recordBroker(t *testing.T, pid int, url string) {
+	proc, err := target.ByPID(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &attachWatch{ch: make(chan struct{})}
+	done := make(chan error, 1)
+	var res *record.Result
+	go func() {
+		var err error
+		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Live: w,
+			Sources: []record.Source{sched.NewSource(sched.Options{})}})
+		done <- err
+	}()
+	select {
+	case <-w.ch:
+	case err := <-done:
+		t.Fatalf("recording ended before attaching: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("not attached after 30s")
+	}
+	var runs []*load.Result
+	for _, c := range []load.Config{
+		{URL: url, Rate: 500, Count: 300, Drain: 5 * time.Second},
+		{URL: url, Rate: 500, Count: 300, Pattern: load.PatternBursty, Burst: 10, Drain: 5 * time.Second},
+	} {
+		lr, err := load.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("load %s %s: %v", url, c.Pattern, err)
+		}
+		if lr.Received != c.Count {
+			t.Fatalf("load %s: received %d of %d", c.Pattern, lr.Received, c.Count)
+		}
+		runs = append(runs, lr)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+
+	type e2e struct{ send, recv int64 }
+	sent := map[uint64]e2e{}
+	for _, lr := range runs {
+		for i, id := range lr.SentIDs() {
+			sent[id] = e2e{lr.Send[i], lr.Recv[i]}
+		}
+	}
+	msgs, err := recfile.ReadMessages(filepath.Join(dir, recfile.MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[uint64]bool{}
+	for _, m := range msgs {
+		e, ok := sent[m.ID]
+		if !ok {
+			t.Fatalf("id %d in messages.csv was not sent by this run", m.ID)
+		}
+		if seen[m.ID] {
+			t.Fatalf("id %d twice", m.ID)
+		}
+		seen[m.ID] = true
+		if !(e.send <= m.TIn && m.TIn < m.TOut && m.Latency() < e.recv-e.send) {
+			t.Fatalf("id %d: send %d in %d out %d recv %d: broker latency must lie within end-to-end", m.ID, e.send, m.TIn, m.TOut, e.recv)
+		}
+	}
+	if len(seen) != len(sent) {
+		t.Fatalf("%d of %d messages matched (%+v; warnings %v)", len(seen), len(sent), res.Meta.Messages, res.Meta.Warnings)
+	}
+	st := res.Meta.Probe.Stats
+	if st.DroppedEvents != 0 || res.Meta.Messages.OutWithoutIn != 0 || res.Meta.Messages.InWithoutOut != 0 {
+		t.Fatalf("losses: %+v %+v", st, res.Meta.Messages)
+	}
+	// The scheduler source names the threads that read and wrote.
+	f, err := os.Open(filepath.Join(dir, sched.ThreadsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	rows, err := csv.NewReader(f).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	comms := map[string]bool{}
+	var read, written int
+	for _, r := range rows[1:] {
+		comms[r[1]] = true
+		var a, b int
+		if _, err := fmtSscan(r[7], &a); err == nil {
+			read += a
+		}
+		if _, err := fmtSscan(r[8], &b); err == nil {
+			written += b
+		}
+	}
+	if read != len(sent) || written != len(sent) {
+		t.Fatalf("threads.csv: %d read, %d written, want %d", read, written, len(sent))
+	}
+	h := res.Latency
+	t.Logf("%s: %d/%d messages via %v; broker latency p50 %s p99 %s; %d threads (%d names); %s",
+		url, len(seen), len(sent), callsUsed(st), record.FormatNs(h.ValueAtQuantile(50)), record.FormatNs(h.ValueAtQuantile(99)),
+		len(rows)-1, len(comms), strings.Join(res.Summaries, "; "))
+}
+
+func fmtSscan(s string, v *int) (int, error) { return fmt.Sscan(s, v) }
+
+// callsUsed says which directions the probe saw, with their call counts.
+func callsUsed(st sockio.Stats) string {
+	return fmt.Sprintf("%d reads/%d writes", st.Calls[0], st.Calls[1])
+}
