@@ -197,13 +197,43 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 	return c, nil
 }
 
-// openTaps runs inside the target namespace: it resolves the interfaces and
-// opens one socket per interface, filtered to reject everything for now.
-func openTaps(names []string, ns string) ([]*tap, error) {
-	where := "this network namespace"
-	if ns != "" {
-		where = "network namespace " + ns
+// badInput marks an error caused by what the caller asked for (an
+// interface that does not exist or is down, a pcap file that cannot be
+// created), as opposed to what the host cannot do; the message is the
+// wrapped error's.
+type badInput struct{ error }
+
+func (e badInput) Unwrap() error { return e.error }
+
+// IsBadInput reports whether err from Start or CheckIfaces was caused by
+// the options given (a named interface missing or down, an unwritable pcap
+// file) rather than by the host: fixing the options fixes it.
+func IsBadInput(err error) bool {
+	var b badInput
+	return errors.As(err, &b)
+}
+
+func nsWhere(ns string) string {
+	if ns == "" {
+		return "this network namespace"
 	}
+	return "network namespace " + ns
+}
+
+// CheckIfaces checks, in the network namespace at ns ("" for the caller's),
+// that every named interface exists and is up, with the error Start would
+// give; a command can check its flags before it starts anything.
+func CheckIfaces(ns string, names []string) error {
+	return inNetNS(ns, func() error {
+		_, err := resolveIfaces(names, ns)
+		return err
+	})
+}
+
+// resolveIfaces runs inside the target namespace: the named interfaces, or
+// every interface that is up when names is empty.
+func resolveIfaces(names []string, ns string) ([]net.Interface, error) {
+	where := nsWhere(ns)
 	all, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("capture: cannot list interfaces in %s: %v", where, err)
@@ -218,27 +248,38 @@ func openTaps(names []string, ns string) ([]*tap, error) {
 		if len(ifs) == 0 {
 			return nil, fmt.Errorf("capture: no interface is up in %s: bring one up or name Ifaces", where)
 		}
-	} else {
-		byName := map[string]net.Interface{}
-		var have []string
-		for _, i := range all {
-			byName[i.Name] = i
-			have = append(have, i.Name)
+		return ifs, nil
+	}
+	byName := map[string]net.Interface{}
+	var have []string
+	for _, i := range all {
+		byName[i.Name] = i
+		have = append(have, i.Name)
+	}
+	seen := map[string]bool{}
+	for _, n := range names {
+		i, ok := byName[n]
+		switch {
+		case !ok:
+			return nil, badInput{fmt.Errorf("capture: interface %q does not exist in %s (have: %s)", n, where, strings.Join(have, ", "))}
+		case i.Flags&net.FlagUp == 0:
+			return nil, badInput{fmt.Errorf("capture: interface %q is down in %s: bring it up (ip link set %s up) or leave it out", n, where, n)}
+		case seen[n]:
+			return nil, badInput{fmt.Errorf("capture: interface %q named twice", n)}
 		}
-		seen := map[string]bool{}
-		for _, n := range names {
-			i, ok := byName[n]
-			switch {
-			case !ok:
-				return nil, fmt.Errorf("capture: interface %q does not exist in %s (have: %s)", n, where, strings.Join(have, ", "))
-			case i.Flags&net.FlagUp == 0:
-				return nil, fmt.Errorf("capture: interface %q is down in %s: bring it up (ip link set %s up) or leave it out", n, where, n)
-			case seen[n]:
-				return nil, fmt.Errorf("capture: interface %q named twice", n)
-			}
-			seen[n] = true
-			ifs = append(ifs, i)
-		}
+		seen[n] = true
+		ifs = append(ifs, i)
+	}
+	return ifs, nil
+}
+
+// openTaps runs inside the target namespace: it resolves the interfaces and
+// opens one socket per interface, filtered to reject everything for now.
+func openTaps(names []string, ns string) ([]*tap, error) {
+	where := nsWhere(ns)
+	ifs, err := resolveIfaces(names, ns)
+	if err != nil {
+		return nil, err
 	}
 
 	var taps []*tap
@@ -603,7 +644,7 @@ type pcapFile struct {
 func createPcap(path string, taps []*tap, snap int) (*pcapFile, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return nil, fmt.Errorf("capture: cannot create pcap file: %v", err)
+		return nil, badInput{fmt.Errorf("capture: cannot create pcap file: %v", err)}
 	}
 	intf := func(t *tap) pcapgo.NgInterface {
 		return pcapgo.NgInterface{

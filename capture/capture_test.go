@@ -191,7 +191,8 @@ func acceptOne(tb testing.TB, l net.Listener) <-chan *net.TCPConn {
 	return ch
 }
 
-// tcpdump runs tcpdump in a namespace, writing headers to a pcap file.
+// tcpdump runs tcpdump in a namespace ("" for this one), writing headers
+// to a pcap file; filter replaces "tcp port PORT".
 type tcpdump struct {
 	cmd    *exec.Cmd
 	path   string
@@ -199,10 +200,17 @@ type tcpdump struct {
 	lines  chan string
 }
 
-func startTcpdump(tb testing.TB, ns, iface string, port int, path string) *tcpdump {
+func startTcpdump(tb testing.TB, ns, iface string, port int, path string, filter ...string) *tcpdump {
 	tb.Helper()
-	cmd := exec.Command("ip", "netns", "exec", ns, "tcpdump", "-i", iface, "-n", "-s", "128", "--immediate-mode",
-		"-w", path, "tcp", "port", fmt.Sprint(port))
+	if len(filter) == 0 {
+		filter = []string{"tcp", "port", fmt.Sprint(port)}
+	}
+	args := append([]string{"tcpdump", "-i", iface, "-n", "-s", "128", "-B", "16384", "--immediate-mode",
+		"-w", path}, filter...)
+	if ns != "" {
+		args = append([]string{"ip", "netns", "exec", ns}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)

@@ -12,13 +12,18 @@ import (
 // (Ethernet on veth, the fake Ethernet header of lo, nothing on tun or
 // WireGuard). Every offset below is therefore relative to the IP header.
 const (
-	ipv4HdrMin   = 20
-	ipv6HdrLen   = 40
-	tcpHdrMin    = 20
-	ipProtoTCP   = 6
-	ethPIPv4     = 0x0800
-	ethPIPv6     = 0x86dd
-	ipv4FragMask = 0x1fff // fragment offset bits of the IPv4 flags+offset field
+	ipv4HdrMin = 20
+	ipv6HdrLen = 40
+	// ipv6JumboHdrLen is the hop-by-hop header BIG TCP inserts: next
+	// header, length 0, the jumbo payload option (type 0xc2, length 4).
+	ipv6JumboHdrLen = 8
+	ipProtoHopOpts  = 0
+	ipv6OptJumbo    = 0xc2
+	tcpHdrMin       = 20
+	ipProtoTCP      = 6
+	ethPIPv4        = 0x0800
+	ethPIPv6        = 0x86dd
+	ipv4FragMask    = 0x1fff // fragment offset bits of the IPv4 flags+offset field
 )
 
 // minSnapLen is the least SnapLen that still reaches the TCP data offset and
@@ -35,8 +40,9 @@ const maxHeaderLen = 60 + 60
 const maxPorts = 60
 
 // buildFilter assembles, by hand, the classic BPF socket filter attached to
-// every capture socket. It accepts IPv4 (first fragments only) and IPv6
-// (no extension headers) TCP segments whose source or destination port is one
+// every capture socket. It accepts IPv4 (first fragments only) and IPv6 (no
+// extension header but BIG TCP's jumbo hop-by-hop header) TCP segments whose
+// source or destination port is one
 // of ports, and returns as the snap length the end of the TCP header capped at
 // snapLen, so the kernel never copies a byte of payload into the ring. With
 // dropOutgoing (loopback interfaces), copies the kernel taps on transmit
@@ -58,7 +64,23 @@ func buildFilter(ports []uint16, snapLen int, dropOutgoing bool) ([]bpf.RawInstr
 	}
 	a.op(bpf.LoadExtension{Num: bpf.ExtProto})
 	a.jeq(ethPIPv4, "v4", "")
-	a.jeq(ethPIPv6, "v6", "drop")
+	a.jeq(ethPIPv6, "", "drop")
+
+	// IPv6: the TCP header follows the fixed header, or the 8-byte
+	// hop-by-hop header with the jumbo payload option that BIG TCP puts on
+	// packets over 64 KiB. X = offset of the TCP header.
+	a.op(bpf.LoadAbsolute{Off: 6, Size: 1})
+	a.jeq(ipProtoTCP, "v6tcp", "")
+	a.jeq(ipProtoHopOpts, "", "drop")
+	a.op(bpf.LoadAbsolute{Off: ipv6HdrLen, Size: 1})
+	a.jeq(ipProtoTCP, "", "drop")
+	a.op(bpf.LoadAbsolute{Off: ipv6HdrLen + 1, Size: 1})
+	a.jeq(0, "", "drop") // 8 bytes long: the jumbo option only
+	a.op(bpf.LoadConstant{Dst: bpf.RegX, Val: ipv6HdrLen + ipv6JumboHdrLen})
+	a.ja("ports")
+	a.label("v6tcp")
+	a.op(bpf.LoadConstant{Dst: bpf.RegX, Val: ipv6HdrLen})
+	a.ja("ports")
 
 	a.label("v4")
 	a.op(bpf.LoadAbsolute{Off: 9, Size: 1})
@@ -66,9 +88,12 @@ func buildFilter(ports []uint16, snapLen int, dropOutgoing bool) ([]bpf.RawInstr
 	a.op(bpf.LoadAbsolute{Off: 6, Size: 2})
 	a.jset(ipv4FragMask, "drop", "")
 	a.op(bpf.LoadMemShift{Off: 0}) // X = IPv4 header length
+
+	// Both: ports at X, and A = X + the TCP header length.
+	a.label("ports")
 	a.op(bpf.LoadIndirect{Off: 0, Size: 2})
 	for _, p := range ports {
-		a.jeq(uint32(p), "v4ok", "")
+		a.jeq(uint32(p), "tcpok", "")
 	}
 	a.op(bpf.LoadIndirect{Off: 2, Size: 2})
 	for i, p := range ports {
@@ -76,35 +101,13 @@ func buildFilter(ports []uint16, snapLen int, dropOutgoing bool) ([]bpf.RawInstr
 		if i == len(ports)-1 {
 			miss = "drop"
 		}
-		a.jeq(uint32(p), "v4ok", miss)
+		a.jeq(uint32(p), "tcpok", miss)
 	}
-	a.label("v4ok")
+	a.label("tcpok")
 	a.op(bpf.LoadIndirect{Off: 12, Size: 1}) // TCP data offset in the high nibble
 	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0})
 	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 2})
 	a.op(bpf.ALUOpX{Op: bpf.ALUOpAdd})
-	a.ja("cap")
-
-	a.label("v6")
-	a.op(bpf.LoadAbsolute{Off: 6, Size: 1})
-	a.jeq(ipProtoTCP, "", "drop")
-	a.op(bpf.LoadAbsolute{Off: ipv6HdrLen, Size: 2})
-	for _, p := range ports {
-		a.jeq(uint32(p), "v6ok", "")
-	}
-	a.op(bpf.LoadAbsolute{Off: ipv6HdrLen + 2, Size: 2})
-	for i, p := range ports {
-		miss := ""
-		if i == len(ports)-1 {
-			miss = "drop"
-		}
-		a.jeq(uint32(p), "v6ok", miss)
-	}
-	a.label("v6ok")
-	a.op(bpf.LoadAbsolute{Off: ipv6HdrLen + 12, Size: 1})
-	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: 0xf0})
-	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 2})
-	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpAdd, Val: ipv6HdrLen})
 
 	// A = end of the TCP header. A malformed data offset (< 5 words) would
 	// cut the header short; take snapLen then and let user space count the

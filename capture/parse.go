@@ -21,7 +21,8 @@ const (
 // parseSegment reads the IP and TCP headers of a packet that starts at the
 // network header (SOCK_DGRAM). wireLen is the kernel's length of the whole
 // packet (CaptureInfo.Length), used only when the IP length field is zero:
-// GSO/GRO super-packets beyond 64 KiB (BIG TCP) carry tot_len/payload_len 0.
+// GSO/GRO super-packets beyond 64 KiB (BIG TCP) carry tot_len/payload_len 0
+// (IPv6 ones carry their length in a jumbo hop-by-hop option, used first).
 // The payload size never comes from the captured length, which the filter
 // truncates at the TCP header end. ok is false for anything that is not a
 // well-formed TCP header, which the caller counts as unparsed.
@@ -42,12 +43,25 @@ func parseSegment(b []byte, wireLen int) (s segment, ok bool) {
 		}
 	case 6:
 		ipHdr = ipv6HdrLen
-		if len(b) < ipHdr+14 || b[6] != ipProtoTCP {
+		if len(b) < ipv6HdrLen+ipv6JumboHdrLen {
+			return s, false
+		}
+		jumbo := b[6] == ipProtoHopOpts && b[40] == ipProtoTCP && b[41] == 0
+		if jumbo {
+			ipHdr += ipv6JumboHdrLen // BIG TCP
+		} else if b[6] != ipProtoTCP {
+			return s, false
+		}
+		if len(b) < ipHdr+14 {
 			return s, false
 		}
 		pl := int(binary.BigEndian.Uint16(b[4:6]))
 		if pl == 0 {
-			pl = wireLen - ipv6HdrLen
+			if jumbo && b[42] == ipv6OptJumbo && b[43] == 4 {
+				pl = int(binary.BigEndian.Uint32(b[44:48]))
+			} else {
+				pl = wireLen - ipv6HdrLen
+			}
 		}
 		ipLen = ipv6HdrLen + pl
 	default:

@@ -161,8 +161,8 @@ type Meta struct {
 	// recording; it equals the counters' total but for runs the kernel
 	// skipped (Stats.Missed).
 	SwitchOutsStreamed int64 `json:"switch_outs_streamed"`
-	UnknownMessages     int    `json:"messages_unattributed"`
-	Stats               Stats  `json:"probe"`
+	UnknownMessages    int   `json:"messages_unattributed"`
+	Stats              Stats `json:"probe"`
 }
 
 func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
