@@ -28,8 +28,9 @@ var loadCmd = &cobra.Command{
 	Use:   "load",
 	Short: "Send marked messages through a broker and measure them end to end",
 	Long: `load runs a producer and a consumer against a broker, each on its own
-connection. Every message body starts with the marker BTID<16 hex digits>
-carrying a sequential id (decimal in the output files), padded to --size.
+connection, in the broker's own protocol (chosen by the --url scheme). Every
+message body starts with the marker BTID<16 hex digits> carrying a
+sequential id (decimal in the output files), padded to --size.
 
 Pacing is open-loop: message i has an intended send time fixed by --rate and
 --pattern; a producer that falls behind sends at once and records how late it
@@ -41,7 +42,10 @@ It writes DIR/e2e.csv (id,t_intended_ns,t_send_ns,t_recv_ns,warmup; times are
 CLOCK_MONOTONIC ns, the clock of 'brokertrace record'; t_recv_ns is empty for
 messages never received) and DIR/load.json (options, counts, achieved rate,
 lateness, latency percentiles). Ctrl-C stops sending, drains and still writes
-both files; press it again to abort without them.`,
+both files; press it again to abort without them.
+
+Broker URLs:
+` + load.URLForms,
 	Example: `  # 10000 messages at 1000 msg/s to a local nats-server, results in ./run1
   brokertrace load --rate 1000 --count 10000 --out run1
 
@@ -50,7 +54,14 @@ both files; press it again to abort without them.`,
       --pattern bursty --burst 100 --warmup 5s --out run2
 
   # as fast as possible, 1 KiB bodies, summary as JSON
-  brokertrace load --rate 0 --count 100000 --size 1024 --json`,
+  brokertrace load --rate 0 --count 100000 --size 1024 --json
+
+  # MQTT QoS 1 (mosquitto), STOMP queue with client acks (ActiveMQ, RabbitMQ),
+  # AMQP with publisher confirms (RabbitMQ), Redis pub/sub
+  brokertrace load --url 'mqtt://127.0.0.1:1883/bt/test?qos=1' --count 10000
+  brokertrace load --url 'stomp://admin:admin@127.0.0.1:61613/queue/bt?ack=client' --count 10000
+  brokertrace load --url 'amqp://guest:guest@127.0.0.1:5672/?confirm=1' --count 10000
+  brokertrace load --url redis://127.0.0.1:6379/btchan --count 10000`,
 	Args: cobra.NoArgs,
 	RunE: runLoad,
 }
@@ -115,6 +126,10 @@ func runLoad(cmd *cobra.Command, _ []string) error {
 			return withCode(exitUsage, err)
 		case errors.Is(err, load.ErrUnreachable):
 			return withCode(exitNoTarget, err)
+		case errors.Is(err, load.ErrAuth):
+			// Not "unreachable" (3): a script retrying a down broker must
+			// not retry a wrong password forever.
+			return withCode(exitFailure, err)
 		case errors.Is(err, context.Canceled):
 			return withCode(exitFailure, errors.New("interrupted before sending started"))
 		}

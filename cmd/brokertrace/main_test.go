@@ -127,6 +127,7 @@ func TestBadInput(t *testing.T) {
 		{"unwritable out", []string{"record", "--pid", pid, "--out", "/proc/version/x"}, 0, exitFailure, "cannot write the recording"},
 		{"not root", []string{"record", "--pid", pid}, 65534, exitNoPriv, "needs root"},
 		{"unknown flag", []string{"record", "--bogus"}, 0, exitUsage, "unknown flag"},
+		{"no such interface", []string{"record", "--pid", pid, "--iface", "nosuch0"}, 0, exitUsage, `interface "nosuch0" does not exist`},
 		{"load unreachable", []string{"load", "--url", "nats://127.0.0.1:1", "--count", "10", "--out", t.TempDir()}, 0, exitNoTarget, "127.0.0.1:1"},
 		{"load bad scheme", []string{"load", "--url", "kafka://x:1", "--count", "10", "--out", t.TempDir()}, 0, exitUsage, "nats"},
 	}
