@@ -42,8 +42,9 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 
 #define SCAN_CHUNK 16384 /* bytes copied and scanned per step */
 #define HEAD 24         /* room in front of a chunk for the carried bytes */
-#define MAX_STEPS 512   /* chunks + iovec entries per call */
-#define MAX_IOV 256     /* iovec entries examined per call */
+#define MAX_IOV 1024    /* iovec entries examined per call: IOV_MAX */
+#define IOV_BATCH 16    /* iovec entries read from user memory at once */
+#define MAX_STEPS 1280  /* steps per call: an iovec entry and/or a chunk each */
 #define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
 #define NPAIRS ((HEAD + SCAN_CHUNK) / 16 + 1)
 
@@ -92,6 +93,9 @@ struct scan_ctx {
 	__u32 remaining; /* bytes left to scan in the call */
 	__u32 done;      /* bytes scanned so far */
 	__u32 iov_idx;   /* next iovec entry */
+	__u32 batch_at;  /* index of iovs[0] in the user's iovec array */
+	__u32 batch_len; /* entries in iovs */
+	struct bt_iovec iovs[IOV_BATCH];
 	__u32 fault;     /* user memory could not be read */
 	struct bt_event ev;
 };
@@ -360,17 +364,28 @@ __noinline int scan_step(void)
 	if (!c || c->remaining == 0)
 		return 1;
 	if (c->left == 0) {
-		struct bt_iovec iov;
-		if (!c->iov || c->iov_idx >= c->iovcnt || c->iov_idx >= MAX_IOV)
+		/* Next iovec entry, from a batch read IOV_BATCH at a time. */
+		__u32 idx = c->iov_idx;
+		if (!c->iov || idx >= c->iovcnt || idx >= MAX_IOV)
 			return 1;
-		if (bpf_probe_read_user(&iov, sizeof(iov), (void *)(c->iov + c->iov_idx * sizeof(iov)))) {
-			c->fault = 1;
-			return 1;
+		if (idx < c->batch_at || idx - c->batch_at >= c->batch_len) {
+			__u64 k = c->iovcnt - idx;
+			if (k > IOV_BATCH)
+				k = IOV_BATCH;
+			if (bpf_probe_read_user(c->iovs, k * sizeof(struct bt_iovec),
+						(void *)(c->iov + (__u64)idx * sizeof(struct bt_iovec)))) {
+				c->fault = 1;
+				return 1;
+			}
+			c->batch_at = idx;
+			c->batch_len = k;
 		}
-		c->iov_idx++;
-		c->ptr = iov.iov_base;
-		c->left = iov.iov_len < c->remaining ? iov.iov_len : c->remaining;
-		return 0;
+		struct bt_iovec *iov = &c->iovs[(idx - c->batch_at) & (IOV_BATCH - 1)];
+		c->iov_idx = idx + 1;
+		c->ptr = iov->iov_base;
+		c->left = iov->iov_len < c->remaining ? iov->iov_len : c->remaining;
+		if (c->left == 0)
+			return 0;
 	}
 	__u32 n = c->left < SCAN_CHUNK ? c->left : SCAN_CHUNK;
 	c->seg_base = c->done;
@@ -446,6 +461,8 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 	c->remaining = remaining;
 	c->done = 0;
 	c->iov_idx = 0;
+	c->batch_at = 0;
+	c->batch_len = 0;
 	c->fault = 0;
 	for (int step = 0; step < MAX_STEPS; step++) {
 		if (scan_step())

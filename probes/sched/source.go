@@ -72,6 +72,10 @@ func (s *Source) Start(env *record.Env) error {
 	s.opts.Events = true
 	tr, err := Open(s.opts)
 	if err != nil {
+		if !env.Target.Alive() {
+			// Gone before the probe could attach: nothing to schedule.
+			return fmt.Errorf("%w: the target exited before the scheduler probe attached", record.ErrUnavailable)
+		}
 		return err
 	}
 	s.tr = tr

@@ -541,3 +541,43 @@ func TestFilters(t *testing.T) {
 		})
 	}
 }
+
+// TestManyIovecs: one writev with IOV_MAX (1024) entries, as nats-server
+// issues when it has fallen behind, with markers inside entries and split
+// across them: every marker is found.
+func TestManyIovecs(t *testing.T) {
+	for _, path := range paths {
+		t.Run(string(path), func(t *testing.T) {
+			c := attachProbe(t, Options{Path: path})
+			cfd, sfd := tcpPair(t)
+			var pieces [][]byte
+			var want []uint64
+			for i := 0; i < 512; i++ {
+				id := uint64(0xc0000 + i)
+				m := marker.Append(nil, id)
+				if i%2 == 0 { // whole marker in one entry, header in the other
+					pieces = append(pieces, []byte("MSG x 1 20\r\n"), append(m, '\r', '\n'))
+				} else { // marker split across the two entries
+					pieces = append(pieces, append([]byte("MSG y 1 20\r\n"), m[:7]...), append(m[7:], '\r', '\n'))
+				}
+				want = append(want, id)
+			}
+			if len(pieces) != 1024 {
+				t.Fatal(len(pieces))
+			}
+			total := len(slices.Concat(pieces...))
+			done := make(chan struct{})
+			go func() { readN(t, sfd, total, events.CallRead); close(done) }()
+			writeAll(t, cfd, events.CallWritev, pieces...)
+			<-done
+			evs := c.stop(t)
+			ids, _, _ := markersOf(evs, events.Out)
+			if !slices.Equal(ids, want) {
+				t.Fatalf("found %d of %d markers in a 1024-entry writev", len(ids), len(want))
+			}
+			if st, _ := c.tr.Stats(); st.Unscanned != [2]uint64{} {
+				t.Fatalf("unscanned %v", st.Unscanned)
+			}
+		})
+	}
+}

@@ -80,8 +80,17 @@ type sockioScanCtx struct {
 	Remaining uint32
 	Done      uint32
 	IovIdx    uint32
-	Fault     uint32
-	Ev        sockioBtEvent
+	BatchAt   uint32
+	BatchLen  uint32
+	_         [4]byte
+	Iovs      [16]struct {
+		_       structs.HostLayout
+		IovBase uint64
+		IovLen  uint64
+	}
+	Fault uint32
+	_     [4]byte
+	Ev    sockioBtEvent
 }
 
 // Names of all BPF objects in the ELF.

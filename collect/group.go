@@ -1,0 +1,411 @@
+package collect
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/containerd/cgroups/v3/cgroup1"
+	"github.com/containerd/cgroups/v3/cgroup2"
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+	"golang.org/x/sys/unix"
+)
+
+// ErrNoCgroup is wrapped by NewGroup's error when this host cannot give a
+// broker a cgroup of its own (no cgroup hierarchy with CPU accounting, or no
+// cpuset controller for --cpus).
+var ErrNoCgroup = errors.New("cannot create a cgroup on this host")
+
+// ErrBadCPUs is wrapped by NewGroup's error when the kernel refuses the CPU
+// list.
+var ErrBadCPUs = errors.New("bad CPU list")
+
+// GroupParent is the cgroup under which every Group is created, so that
+// brokertrace's cgroups are easy to find and never collide with others'.
+const GroupParent = "brokertrace"
+
+// Group is a cgroup created to run one broker in (`brokertrace run`): the
+// cgroup's CPU accounting then counts that broker and nothing else, which
+// is what ICPE'14 measures; and with a CPU list the broker runs only there.
+type Group struct {
+	Version string   // "v1" or "v2"
+	Path    string   // the cgroup path under the hierarchy's mount: /brokertrace/run-PID-RANDOM
+	Dirs    []string // the directories created: one per v1 hierarchy (cpu, cpuacct, cpuset), or the cgroup2 one
+	CPUs    string   // cpuset.cpus, "" when the CPUs were left alone
+
+	v1      cgroup1.Cgroup
+	v2      *cgroup2.Manager
+	parents []string
+}
+
+// GroupOptions configure NewGroup.
+type GroupOptions struct {
+	// CPUs is a CPU list (cpuset.cpus syntax: "1", "0-3,6") the group's
+	// processes may run on; "" leaves them unrestricted.
+	CPUs string
+
+	// version forces "v1" or "v2"; by default v1 is used when a v1
+	// cpuacct hierarchy is mounted (legacy and hybrid hosts), else cgroup2.
+	version string
+}
+
+// NewGroup creates a fresh cgroup under GroupParent: on v1 in the cpu and
+// cpuacct hierarchies, and in cpuset when CPUs is set (its cpuset.mems
+// copied from the parent); on cgroup2 one directory with the cpu controller
+// (when the host delegates it) and cpuset when CPUs is set. Delete removes
+// it.
+func NewGroup(opts GroupOptions) (*Group, error) {
+	l := discover("")
+	version := opts.version
+	if version == "" {
+		switch {
+		case l.cpuacct != nil:
+			version = "v1"
+		case l.unified != nil:
+			version = "v2"
+		default:
+			return nil, fmt.Errorf("%w: no v1 cpuacct and no cgroup2 hierarchy is mounted", ErrNoCgroup)
+		}
+	}
+	if version == "v2" && l.unified == nil {
+		return nil, fmt.Errorf("%w: no cgroup2 hierarchy is mounted", ErrNoCgroup)
+	}
+	for attempt := 0; ; attempt++ {
+		var suffix [4]byte
+		rand.Read(suffix[:])
+		path := fmt.Sprintf("/%s/run-%d-%s", GroupParent, os.Getpid(), hex.EncodeToString(suffix[:]))
+		g := &Group{Version: version, Path: path, CPUs: opts.CPUs}
+		var err error
+		if version == "v1" {
+			err = g.createV1()
+		} else {
+			err = g.createV2(l.unified.mount)
+		}
+		if err == nil {
+			return g, nil
+		}
+		g.removeDirs()
+		// Another brokertrace may have removed the shared parent between
+		// our creating it and our group in it.
+		if !errors.Is(err, fs.ErrNotExist) || attempt == 2 {
+			return nil, err
+		}
+	}
+}
+
+// pather is what cgroup1's subsystems with a directory provide.
+type pather interface {
+	cgroup1.Subsystem
+	Path(path string) string
+}
+
+func (g *Group) createV1() error {
+	all, err := cgroup1.Default()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoCgroup, err)
+	}
+	want := []cgroup1.Name{cgroup1.Cpu, cgroup1.Cpuacct}
+	if g.CPUs != "" {
+		want = append(want, cgroup1.Cpuset)
+	}
+	var subs []cgroup1.Subsystem
+	for _, name := range want {
+		i := slices.IndexFunc(all, func(s cgroup1.Subsystem) bool { return s.Name() == name })
+		if i < 0 {
+			if name == cgroup1.Cpu {
+				continue // only accounting (cpuacct) is needed
+			}
+			return fmt.Errorf("%w: no v1 %s hierarchy is mounted", ErrNoCgroup, name)
+		}
+		subs = append(subs, all[i])
+		p := all[i].(pather)
+		dir := p.Path(g.Path)
+		if !slices.Contains(g.Dirs, dir) { // co-mounted cpu,cpuacct share one
+			g.Dirs = append(g.Dirs, dir)
+			g.parents = append(g.parents, filepath.Dir(dir))
+		}
+	}
+	res := &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: g.CPUs}}
+	cg, err := cgroup1.New(cgroup1.StaticPath(g.Path), res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil }))
+	if err != nil {
+		if g.CPUs != "" && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE)) {
+			return fmt.Errorf("%w: the kernel refused cpuset.cpus %q (%v); this host's CPUs are %s", ErrBadCPUs, g.CPUs, err, hostCPUs())
+		}
+		return fmt.Errorf("create cgroup %s: %w", g.Path, err)
+	}
+	g.v1 = cg
+	return nil
+}
+
+func (g *Group) createV2(mount string) error {
+	dir := filepath.Join(mount, g.Path)
+	parent := filepath.Dir(dir)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return fmt.Errorf("create cgroup %s: %w", g.Path, err)
+	}
+	g.parents = []string{parent}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("create cgroup %s: %w", g.Path, err)
+	}
+	g.Dirs = []string{dir}
+	b, err := os.ReadFile(filepath.Join(mount, "cgroup.controllers"))
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrNoCgroup, err)
+	}
+	avail := strings.Fields(string(b))
+	var enable []string
+	if slices.Contains(avail, "cpu") {
+		enable = append(enable, "cpu")
+	}
+	if g.CPUs != "" {
+		if !slices.Contains(avail, "cpuset") {
+			return fmt.Errorf("%w: the cpuset controller is not available in %s (controllers: %s)", ErrNoCgroup, mount, strings.Join(avail, " "))
+		}
+		enable = append(enable, "cpuset")
+	}
+	m, err := cgroup2.Load(g.Path, cgroup2.WithMountpoint(mount))
+	if err != nil {
+		return fmt.Errorf("create cgroup %s: %w", g.Path, err)
+	}
+	g.v2 = m
+	if len(enable) > 0 {
+		if err := m.ToggleControllers(enable, cgroup2.Enable); err != nil {
+			return fmt.Errorf("%w: enable %s: %v", ErrNoCgroup, strings.Join(enable, ", "), err)
+		}
+	}
+	if g.CPUs != "" {
+		if err := m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Cpus: g.CPUs}}); err != nil {
+			return fmt.Errorf("%w: the kernel refused cpuset.cpus %q (%v); this host's CPUs are %s", ErrBadCPUs, g.CPUs, err, hostCPUs())
+		}
+	}
+	return nil
+}
+
+// hostCPUs is the list of online CPUs, for messages.
+func hostCPUs() string {
+	b, err := os.ReadFile("/sys/devices/system/cpu/online")
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// shimArg0 is argv[0] of the shim process that joins the cgroup before it
+// runs the command (see Start).
+const shimArg0 = "brokertrace-cgroup-shim"
+
+// RunShim must be called early in main (or an init) of every program that
+// starts commands with Group.Start. When the program was started as Start's
+// shim it waits for the go-ahead and execs the command, never returning;
+// otherwise it returns at once.
+func RunShim() {
+	if len(os.Args) < 3 || os.Args[0] != shimArg0 {
+		return
+	}
+	// fd 3: the go-ahead, one byte once the shim is in the cgroup.
+	// fd 4: exec's error, if any; it closes on a successful exec.
+	syscall.CloseOnExec(3)
+	syscall.CloseOnExec(4)
+	var b [1]byte
+	for {
+		n, err := syscall.Read(3, b[:])
+		if err == syscall.EINTR {
+			continue
+		}
+		if n != 1 {
+			os.Exit(125) // the parent gave up
+		}
+		break
+	}
+	err := syscall.Exec(os.Args[1], os.Args[2:], os.Environ())
+	fmt.Fprintf(os.NewFile(4, "exec-status"), "exec %s: %v", os.Args[1], err)
+	os.Exit(127)
+}
+
+// Start starts cmd (from exec.Command) inside the group and returns once the
+// process runs cmd's program: no instruction of it runs outside the group.
+// On cgroup2 the kernel forks it straight into the group (clone3 with
+// CLONE_INTO_CGROUP). On v1, which has no such fork, it starts a shim — this
+// program again, see RunShim — moves the shim into the group while it
+// waits, then lets it exec the program. cmd must not have ExtraFiles. On
+// error the process, if any was started, has been reaped.
+func (g *Group) Start(cmd *exec.Cmd) error {
+	if cmd.Err != nil {
+		return cmd.Err
+	}
+	if len(cmd.ExtraFiles) > 0 {
+		return errors.New("collect: Group.Start cannot pass ExtraFiles")
+	}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if g.v2 != nil {
+		fd, err := unix.Open(g.Dirs[0], unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return fmt.Errorf("open cgroup %s: %w", g.Path, err)
+		}
+		defer unix.Close(fd)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, fd
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+	} else if err := g.startShim(cmd); err != nil {
+		return err
+	}
+	waitComm(cmd.Process.Pid, cmd.Path)
+	return nil
+}
+
+func (g *Group) startShim(cmd *exec.Cmd) error {
+	goR, goW, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer goW.Close()
+	resR, resW, err := os.Pipe()
+	if err != nil {
+		goR.Close()
+		return err
+	}
+	defer resR.Close()
+	path, args := cmd.Path, cmd.Args
+	cmd.Path = "/proc/self/exe"
+	cmd.Args = append([]string{shimArg0, path}, args...)
+	cmd.ExtraFiles = []*os.File{goR, resW}
+	err = cmd.Start()
+	cmd.Path, cmd.Args, cmd.ExtraFiles = path, args, nil
+	goR.Close()
+	resW.Close()
+	if err != nil {
+		return err
+	}
+	if err := g.v1.AddProc(uint64(cmd.Process.Pid)); err != nil {
+		goW.Close() // the shim exits without running the program
+		cmd.Wait()
+		return fmt.Errorf("move pid %d into cgroup %s: %w", cmd.Process.Pid, g.Path, err)
+	}
+	if _, err := goW.Write([]byte{1}); err != nil {
+		cmd.Wait()
+		return fmt.Errorf("start %s: the shim exited before exec: %w", path, err)
+	}
+	goW.Close()
+	msg, _ := io.ReadAll(resR)
+	if len(msg) > 0 {
+		cmd.Wait()
+		return errors.New(string(msg))
+	}
+	return nil
+}
+
+// waitComm waits, up to a second, until pid's comm is that of the program
+// at path: the kernel closes close-on-exec descriptors (which is how Start
+// learns that exec succeeded) a moment before it renames the task.
+func waitComm(pid int, path string) {
+	want := filepath.Base(path)
+	if len(want) > 15 {
+		want = want[:15]
+	}
+	file := fmt.Sprintf("/proc/%d/comm", pid)
+	for deadline := time.Now().Add(time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(file)
+		if err != nil || strings.TrimSpace(string(b)) == want {
+			return
+		}
+	}
+}
+
+// Procs lists the processes in the group.
+func (g *Group) Procs() ([]int, error) {
+	var pids []int
+	switch {
+	case g.v2 != nil:
+		ps, err := g.v2.Procs(true)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			pids = append(pids, int(p))
+		}
+	case g.v1 != nil:
+		ps, err := g.v1.Processes(cgroup1.Cpuacct, true)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			pids = append(pids, p.Pid)
+		}
+	}
+	return pids, nil
+}
+
+// Kill sends SIGKILL to every process in the group and waits up to five
+// seconds until the group is empty.
+func (g *Group) Kill() error {
+	if g.v2 != nil {
+		if err := g.v2.Kill(); err != nil {
+			return err
+		}
+	}
+	var pids []int
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		pids, err = g.Procs()
+		if err != nil {
+			return err
+		}
+		if len(pids) == 0 {
+			return nil
+		}
+		for _, p := range pids {
+			unix.Kill(p, unix.SIGKILL)
+		}
+	}
+	return fmt.Errorf("cgroup %s still holds processes %v after SIGKILL", g.Path, pids)
+}
+
+// Delete kills what is left in the group and removes its directories, and
+// GroupParent too when no other group is left in it.
+func (g *Group) Delete() error {
+	if g.v1 == nil && g.v2 == nil {
+		return nil
+	}
+	if err := g.Kill(); err != nil {
+		return err
+	}
+	var err error
+	if g.v2 != nil {
+		err = g.v2.Delete()
+	} else {
+		err = g.v1.Delete()
+	}
+	if err != nil {
+		return fmt.Errorf("remove cgroup %s: %w", g.Path, err)
+	}
+	g.v1, g.v2 = nil, nil
+	g.removeParents()
+	return nil
+}
+
+// removeDirs undoes a partial NewGroup.
+func (g *Group) removeDirs() {
+	for _, d := range g.Dirs {
+		os.Remove(d)
+	}
+	g.removeParents()
+}
+
+func (g *Group) removeParents() {
+	for _, p := range g.parents {
+		os.Remove(p) // fails while other groups are in it, as it should
+	}
+}
