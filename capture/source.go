@@ -293,6 +293,11 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 		m.PerIface = append(m.PerIface, IfaceMeta(st))
 	}
 	res := record.SourceResult{Meta: &m, Warnings: drainWarn}
+	if in, out := len(tl.In), len(tl.Out); in > 0 && out > 0 {
+		res.Summary = fmt.Sprintf("%.2f packets per message in (%d B), %.2f out (%d B), on %v; largest payload in %d B, out %d B; %d capture drops",
+			float64(r.In.Packets)/float64(in), r.In.PayloadBytes/uint64(in), float64(r.Out.Packets)/float64(out), r.Out.PayloadBytes/uint64(out),
+			r.Ifaces, r.In.Max(), r.Out.Max(), r.Drops)
+	}
 	if r.Drops > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d packets were dropped by the kernel because a capture ring was full: packets.csv and net.csv miss them", r.Drops))
 	}

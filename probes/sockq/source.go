@@ -272,5 +272,10 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 	if statErr != nil {
 		w = append(w, "probe counters could not be read: "+statErr.Error())
 	}
-	return record.SourceResult{Meta: m, Warnings: w}, nil
+	res := record.SourceResult{Meta: m, Warnings: w}
+	if m.Wait.Messages > 0 {
+		res.Summary = fmt.Sprintf("time in the socket receive buffer before the broker read it: p50 %s, p99 %s, max %s (%d messages; %d unknown)",
+			record.FormatNs(m.Wait.P50), record.FormatNs(m.Wait.P99), record.FormatNs(m.Wait.Max), m.Wait.Messages, m.Unknown)
+	}
+	return res, nil
 }
