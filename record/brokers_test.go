@@ -22,8 +22,10 @@ import (
 
 // TestBrokers records each real broker from Debian's packages while the
 // load generator drives it with its own protocol, regular and bursty. Every
-// message the broker carried is matched in and out, belongs to the run, and
-// its time inside the broker is shorter than its end-to-end time; the
+// message the broker carried is matched in and out, belongs to the run, was
+// read by the broker after it was sent and before it was received, and (all
+// but a rare few, see TestNATSLoad) spent less time inside the broker than
+// end to end; the
 // scheduler source names the broker's threads.
 func TestBrokers(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -127,6 +129,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 		t.Fatal(err)
 	}
 	seen := map[uint64]bool{}
+	late := 0
 	for _, m := range msgs {
 		e, ok := sent[m.ID]
 		if !ok {
@@ -136,12 +139,18 @@ func recordBroker(t *testing.T, pid int, url string) {
 			t.Fatalf("id %d twice", m.ID)
 		}
 		seen[m.ID] = true
-		if !(e.send <= m.TIn && m.TIn < m.TOut && m.Latency() < e.recv-e.send) {
-			t.Fatalf("id %d: send %d in %d out %d recv %d: broker latency must lie within end-to-end", m.ID, e.send, m.TIn, m.TOut, e.recv)
+		if !(e.send <= m.TIn && m.TIn < m.TOut && m.TIn < e.recv) {
+			t.Fatalf("id %d: send %d in %d out %d recv %d: the broker must read a message after it was sent and before it was received", m.ID, e.send, m.TIn, m.TOut, e.recv)
+		}
+		if m.Latency() >= e.recv-e.send {
+			late++ // see TestNATSLoad: the write returned after the consumer had the bytes
 		}
 	}
 	if len(seen) != len(sent) {
 		t.Fatalf("%d of %d messages matched (%+v; warnings %v)", len(seen), len(sent), res.Meta.Messages, res.Meta.Warnings)
+	}
+	if late > len(seen)/100 {
+		t.Fatalf("%d of %d messages: broker latency not below end-to-end latency", late, len(seen))
 	}
 	st := res.Meta.Probe.Stats
 	if st.DroppedEvents != 0 || res.Meta.Messages.OutWithoutIn != 0 || res.Meta.Messages.InWithoutOut != 0 {

@@ -111,10 +111,11 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 // TestNATSLoad: thousands of messages from a producer to a consumer through
 // nats-server. Every id is found exactly once in and once out, and the
 // broker's times agree with the end-to-end times the clients measured on the
-// same clock: the broker read the message after it was sent, and its latency
-// is shorter than the end-to-end latency. (t_out may follow t_recv: on
-// loopback the consumer can be handed the bytes inside the broker's sendmsg,
-// before the call returns and the probe stamps it.)
+// same clock: the broker read the message after it was sent and before the
+// consumer received it, and its latency is shorter than the end-to-end
+// latency for all but a rare few (t_out may follow t_recv: on loopback the
+// consumer is handed the bytes inside the broker's sendmsg, before the call
+// returns and the probe stamps it).
 func TestNATSLoad(t *testing.T) {
 	requireRoot(t)
 	for _, path := range []sockio.Path{sockio.PathSock, sockio.PathSyscalls} {
@@ -137,6 +138,7 @@ func TestNATSLoad(t *testing.T) {
 				sent[id] = i
 			}
 			seen := map[uint64]bool{}
+			late := 0
 			for _, m := range msgs {
 				i, ok := sent[m.ID]
 				if !ok {
@@ -146,9 +148,12 @@ func TestNATSLoad(t *testing.T) {
 					t.Fatalf("id %d twice", m.ID)
 				}
 				seen[m.ID] = true
-				if !(lr.Send[i] <= m.TIn && m.TIn < m.TOut && m.Latency() < lr.Recv[i]-lr.Send[i]) {
+				if !(lr.Send[i] <= m.TIn && m.TIn < m.TOut && m.TIn < lr.Recv[i]) {
 					t.Fatalf("id %d: send %d in %d out %d recv %d: broker times disagree with end-to-end times",
 						m.ID, lr.Send[i], m.TIn, m.TOut, lr.Recv[i])
+				}
+				if m.Latency() >= lr.Recv[i]-lr.Send[i] {
+					late++
 				}
 				if m.Latency() > int64(time.Second) {
 					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency()))
@@ -160,6 +165,13 @@ func TestNATSLoad(t *testing.T) {
 			}
 			if len(seen) != 6000 {
 				t.Fatalf("%d of 6000 ids in messages.csv", len(seen))
+			}
+			// Loopback hands the bytes to the consumer inside the broker's
+			// sendmsg; if the broker is preempted before the call returns,
+			// its write is "done" after the consumer already has the
+			// message. Rare, but physical: allow 1%.
+			if late > len(seen)/100 {
+				t.Fatalf("%d of %d messages: broker latency not below end-to-end latency", late, len(seen))
 			}
 			c := res.Meta.Messages
 			if c.Messages != 6000 || c.Copies != 6000 || c.InWithoutOut != 0 || c.OutWithoutIn != 0 || c.DuplicateIn != 0 {
