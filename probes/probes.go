@@ -9,7 +9,9 @@ import (
 	"os"
 	"sync"
 
+	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
@@ -99,4 +101,26 @@ func Prepare() error {
 		return fmt.Errorf("%w: raising RLIMIT_MEMLOCK: %v", ErrPrivilege, err)
 	}
 	return nil
+}
+
+// Attach links a tracepoint program: through BTF (tp_btf, the program's
+// attach target is in its section name) when btf is set, else as a raw
+// tracepoint by name.
+func Attach(p *ebpf.Program, btf bool, tracepoint string) (link.Link, error) {
+	if btf {
+		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+	}
+	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: p})
+}
+
+// RecursionMisses sums the runs the kernel skipped because a program would
+// have nested in itself on a CPU: data a probe never saw, to be reported.
+func RecursionMisses(progs []*ebpf.Program) uint64 {
+	var n uint64
+	for _, p := range progs {
+		if ps, err := p.Stats(); err == nil {
+			n += ps.RecursionMisses
+		}
+	}
+	return n
 }

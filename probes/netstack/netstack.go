@@ -205,12 +205,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 		}
 		p := coll.Programs[name]
 		t.progs = append(t.progs, p)
-		var l link.Link
-		if path == PathBTF {
-			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.tracepoint, Program: p})
-		}
+		l, err := probes.Attach(p, path == PathBTF, h.tracepoint)
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("%w: attaching %s to %s: %v", probes.ErrKernel, path, h.tracepoint, err)
@@ -302,11 +297,7 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.Unparsed += v.Unparsed
 		s.MapFull += v.MapFull
 	}
-	for _, p := range t.progs {
-		if ps, err := p.Stats(); err == nil {
-			s.Missed += ps.RecursionMisses
-		}
-	}
+	s.Missed += probes.RecursionMisses(t.progs)
 	return s, nil
 }
 

@@ -340,12 +340,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 		}
 		p := coll.Programs[name]
 		t.progs = append(t.progs, p)
-		var l link.Link
-		if path == PathBTF {
-			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.tracepoint, Program: p})
-		}
+		l, err := probes.Attach(p, path == PathBTF, h.tracepoint)
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("%w: attaching %s to %s: %v", probes.ErrKernel, path, h.tracepoint, err)
@@ -488,11 +483,7 @@ func (t *Tracer) Stats() (Stats, error) {
 	for _, c := range cs {
 		s.Dropped += c.Dropped
 	}
-	for _, p := range t.progs {
-		if ps, err := p.Stats(); err == nil {
-			s.Missed += ps.RecursionMisses
-		}
-	}
+	s.Missed += probes.RecursionMisses(t.progs)
 	return s, nil
 }
 

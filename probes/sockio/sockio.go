@@ -175,10 +175,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 
 // attach links a program of the path to its hook.
 func attach(path Path, p *ebpf.Program) (link.Link, error) {
-	if path == PathSock {
-		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-	}
-	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: "sys_exit", Program: p})
+	return probes.Attach(p, path == PathSock, "sys_exit")
 }
 
 func contains(list []string, s string) bool {
@@ -300,11 +297,7 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.DroppedEvents += c.DroppedEvents
 		s.DroppedMarkers += c.DroppedMarkers
 	}
-	for _, p := range t.progs {
-		if ps, err := p.Stats(); err == nil {
-			s.Missed += ps.RecursionMisses
-		}
-	}
+	s.Missed += probes.RecursionMisses(t.progs)
 	return s, nil
 }
 

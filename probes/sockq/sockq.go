@@ -357,11 +357,7 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.Dropped += c.Dropped
 		s.Unchanged += c.Unchanged
 	}
-	for _, p := range t.progs {
-		if ps, err := p.Stats(); err == nil {
-			s.Missed += ps.RecursionMisses
-		}
-	}
+	s.Missed += probes.RecursionMisses(t.progs)
 	return s, nil
 }
 
