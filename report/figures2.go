@@ -1,0 +1,548 @@
+package report
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"slices"
+	"strings"
+
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+
+	"github.com/brokertrace/brokertrace/analysis"
+)
+
+func (w *writer) throughputFigure(ser *Series, s analysis.Series, name string) (*figure, error) {
+	if ser == nil || s.Len() <= w.window {
+		return nil, errNoFigure
+	}
+	so, err := analysis.SenderOverheadNs(s, w.window)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := analysis.ReceiverOverheadNs(s, w.window)
+	if err != nil {
+		return nil, err
+	}
+	st, rt := analysis.ThroughputPerSec(so), analysis.ThroughputPerSec(ro)
+	n := make([]float64, len(st))
+	for i := range n {
+		n[i] = float64(i + w.window)
+	}
+	a := ser.Analysis
+	sender, receiver := "sender", "receiver"
+	if ser.Name == "broker" {
+		sender, receiver = "into the broker (reads)", "out of the broker (writes)"
+	}
+	f := newFigure(name, fmt.Sprintf("Throughput per message, %s (window M = %d)", ser.Name, w.window))
+	f.p = newPlot(f.title, "message number n", "throughput (msg/s)", false)
+	var bucket int
+	for _, c := range []struct {
+		ys    []float64
+		col   color.RGBA
+		label string
+	}{{st, colST, "ST_n " + sender}, {rt, colRT, "RT_n " + receiver}} {
+		var pts plotter.XYs
+		pts, bucket = decimate(len(c.ys), func(i int) float64 { return n[i] }, func(i int) float64 { return c.ys[i] }, w.maxPoints, false)
+		if err := addLine(f.p, pts, c.col, c.label, false); err != nil {
+			return nil, err
+		}
+	}
+	// A few near-simultaneous windows can make a rate thousands of times
+	// the usual; cut the axis then, and say so.
+	p99 := max(a.SenderThroughputPerSec.Percentile(99), a.ReceiverThroughputPerSec.Percentile(99))
+	top := max(a.SenderThroughputPerSec.Max, a.ReceiverThroughputPerSec.Max)
+	var set []string
+	cut := ""
+	if top > 5*p99 && p99 > 0 {
+		f.p.Y.Min, f.p.Y.Max = 0, 2*p99
+		set = append(set, fmt.Sprintf("set yrange [0:%g]", 2*p99))
+		above := 0
+		for i := range st {
+			if st[i] > 2*p99 || rt[i] > 2*p99 {
+				above++
+			}
+		}
+		cut = fmt.Sprintf(" The axis is cut at %s (twice the p99): %s messages have a higher rate, up to %s.", fmtRate(2*p99), fmtCount(above), fmtRate(top))
+	}
+	if err := w.dat(name, func(wr io.Writer) error {
+		return analysis.WriteColumnsDat(wr, []string{"n", "st_per_s", "rt_per_s"}, n, st, rt)
+	}); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: f.title, xlabel: f.p.X.Label.Text, ylabel: f.p.Y.Label.Text, set: set, plots: []string{
+		fmt.Sprintf(`%s using 1:2 with lines lc rgb "%s" title "ST_n %s"`, gpString(name+".dat"), hexColor(colST), sender),
+		fmt.Sprintf(`"" using 1:3 with lines lc rgb "%s" title "RT_n %s"`, hexColor(colRT), receiver),
+	}}
+	f.caption = fmt.Sprintf("ST_n = M / (O_n − O_{n−M}) and RT_n = M / (I_n − I_{n−M}) with M = %d (%s), for n ≥ M. Medians: ST %s, RT %s. Where RT stays below ST, messages queue up and the latency rises: RO_n − SO_n = (L_n − L_{n−M}) / M (checked on this data: largest deviation %s ns).%s",
+		w.window, ser.From, fmtRate(a.SenderThroughputPerSec.Median), fmtRate(a.ReceiverThroughputPerSec.Median), fmtNum(a.Identity.MaxAbsDevNs, 6), cut)
+	f.caption += decimationNote(len(st), bucket)
+	return f, nil
+}
+
+// perMessage draws one value per message of the broker series (NaN:
+// unknown), writes its .dat, and returns the figure and the drawn
+// summary.
+func (w *writer) perMessage(name, title, ylabel, col string, v []float64, isNs bool, c color.RGBA, label string) (*figure, analysis.Summary, int, error) {
+	s, err := analysis.Summarize(v, nil)
+	if err != nil {
+		return nil, s, 0, err
+	}
+	u := timeUnit{1, ""}
+	logY := false
+	if isNs {
+		u = unitFor(s.Percentile(99))
+		logY = spread(s)
+		ylabel += " (" + u.name + ")"
+	}
+	f := newFigure(name, title)
+	f.p = newPlot(title, "message number n (in the order the broker read them)", ylabel, logY)
+	pts, bucket := decimate(len(v), func(i int) float64 { return float64(i) }, func(i int) float64 { return v[i] / u.div }, w.maxPoints, logY)
+	if err := addLine(f.p, pts, c, label, false); err != nil {
+		return nil, s, 0, err
+	}
+	if err := w.dat(name, func(wr io.Writer) error { return analysis.WriteSeriesDat(wr, col, 0, v) }); err != nil {
+		return nil, s, 0, err
+	}
+	yexpr := "($2)"
+	if isNs {
+		yexpr = u.gp(2)
+	}
+	f.gp = gnuplot{title: title, xlabel: f.p.X.Label.Text, ylabel: ylabel, logY: logY, plots: []string{
+		fmt.Sprintf(`%s using 1:%s with lines lc rgb "%s" title %s`, gpString(name+".dat"), yexpr, hexColor(c), gpString(label))}}
+	if logY {
+		f.caption = " The axis is logarithmic: the largest value is more than 30 times the median."
+	}
+	return f, s, bucket, nil
+}
+
+func (w *writer) sockqFigure(r *Run, name string) (*figure, error) {
+	if r.SockqWait == nil || r.SockqWait.N == 0 {
+		return nil, errNoFigure
+	}
+	v := r.extraSeries(r.rec.extras.wait)
+	f, s, bucket, err := w.perMessage(name, "Time each message waited in the broker's socket receive queue", "queue wait", "sockq_wait_ns", v, true, colOther, "sockq_wait_ns = t_in − t_arrive")
+	if err != nil {
+		return nil, err
+	}
+	f.caption = fmt.Sprintf("How long the bytes of each message sat, readable, in the receive queue of the broker's socket before the broker read them (messages.csv sockq_wait_ns): latency the broker's own timers never see — during a pause of the broker messages pile up here. %s of %s messages known; median %s, p99 %s, max %s.",
+		fmtCount(s.N), fmtCount(len(v)), fmtNs(s.Median), fmtNs(s.Percentile(99)), fmtNs(s.Max)) + f.caption + decimationNote(len(v), bucket)
+	return f, nil
+}
+
+func (w *writer) ctxswMsgFigure(r *Run, name string) (*figure, error) {
+	if r.CtxSw == nil || r.CtxSw.PerMessageTarget == nil || r.CtxSw.PerMessageTarget.N == 0 {
+		return nil, errNoFigure
+	}
+	v := r.extraSeries(r.rec.extras.ctxsw)
+	f, s, bucket, err := w.perMessage(name, "Context switches per message: (a) switches out of the broker's threads", "switches (a)", "ctxsw", v, false, colBroker, "(a) target threads, between t_in and t_out")
+	if err != nil {
+		return nil, err
+	}
+	f.caption = fmt.Sprintf("Definition (a): switches out of the broker's threads while each message was inside the broker, from its read to its write (messages.csv ctxsw; voluntary — the thread blocked — and preempted alike). Mean %s, median %s, max %s over %s messages (%s unknown).",
+		fmtNum(s.Mean, 2), fmtNum(s.Median, 0), fmtNum(s.Max, 0), fmtCount(s.N), fmtCount(s.NaN)) + f.caption + decimationNote(len(v), bucket)
+	return f, nil
+}
+
+// windowX is the middle of each window in s since the recording started.
+func (r *Run) windowX(t *table) []float64 {
+	x := make([]float64, t.rows)
+	a, b := t.col("t_start_ns"), t.col("t_end_ns")
+	for i := range x {
+		x[i] = ((a[i]+b[i])/2 - float64(r.rec.meta.StartNs)) / 1e9
+	}
+	return x
+}
+
+// windowsFigure draws per-window columns against time.
+func (w *writer) windowsFigure(r *Run, t *table, name, title, ylabel string, curves []windowCurve) (*figure, error) {
+	x := r.windowX(t)
+	f := newFigure(name, title)
+	f.p = newPlot(title, "time since the recording started (s)", ylabel, false)
+	names := []string{"t_s"}
+	cols := [][]float64{x}
+	var plots []string
+	for k, c := range curves {
+		var pts plotter.XYs
+		for i := range x {
+			if v := c.v[i]; !math.IsNaN(v) && !math.IsInf(v, 0) {
+				pts = append(pts, plotter.XY{X: x[i], Y: v})
+			}
+		}
+		if err := addLine(f.p, pts, c.c, c.label, c.dashed); err != nil {
+			return nil, err
+		}
+		if len(pts) < 60 {
+			if err := addPoints(f.p, pts, c.c, ""); err != nil {
+				return nil, err
+			}
+		}
+		names = append(names, c.col)
+		cols = append(cols, c.v)
+		src := gpString(name + ".dat")
+		if k > 0 {
+			src = `""`
+		}
+		dt := ""
+		if c.dashed {
+			dt = " dt 2"
+		}
+		plots = append(plots, fmt.Sprintf(`%s using 1:%d with linespoints pt 7 ps 0.5 lc rgb "%s"%s title %s`, src, k+2, hexColor(c.c), dt, gpString(c.label)))
+	}
+	if err := w.dat(name, func(wr io.Writer) error { return analysis.WriteColumnsDat(wr, names, cols...) }); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: title, xlabel: f.p.X.Label.Text, ylabel: ylabel, plots: plots}
+	return f, nil
+}
+
+type windowCurve struct {
+	col, label string
+	v          []float64
+	c          color.RGBA
+	dashed     bool
+}
+
+func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
+	if r.rec == nil {
+		return nil, errNoFigure
+	}
+	t := r.rec.sched
+	if t == nil || t.rows == 0 {
+		return nil, errNoFigure
+	}
+	a, b, in := t.col("switches_target"), t.col("switches_cpus"), t.col("msgs_in")
+	pa, pb := make([]float64, t.rows), make([]float64, t.rows)
+	for i := range pa {
+		pa[i], pb[i] = a[i]/in[i], b[i]/in[i] // NaN or Inf with no message: not drawn
+		if in[i] == 0 {
+			pa[i], pb[i] = math.NaN(), math.NaN()
+		}
+	}
+	f, err := w.windowsFigure(r, t, name, "Context switches per message entering the broker, per window", "switches per message", []windowCurve{
+		{"switches_per_msg_target", "(a) out of the broker's threads", pa, colBroker, false},
+		{"switches_per_msg_cpus", "(b) all switches on the broker's CPUs", pb, colGrey, true},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cs := r.CtxSw
+	f.caption = fmt.Sprintf("sched.csv, %d windows of %s: switches in the window over the messages that entered the broker in it. (a) counts switches out of the broker's own threads (what /proc/PID/task/*/status counts); (b) every switch of any task on the CPUs the broker may run on (its affinity mask) — for a broker pinned to its own CPU, that CPU's switch count. Over the whole recording: (a) %s and (b) %s per message.",
+		t.rows, fmtDur(float64(r.rec.meta.WindowNs)), fmtNum(float64(cs.PerMsgTarget), 2), fmtNum(float64(cs.PerMsgCPUs), 2))
+	return f, nil
+}
+
+func (w *writer) cpuPerMsgFigure(r *Run, name string, usage bool) (*figure, error) {
+	if r.CPU == nil || r.CPU.UsagePct == nil {
+		return nil, errNoFigure
+	}
+	n, ys := r.cpuN, r.cpuPerMsg
+	title, ylabel, col := "Broker CPU time per message", "CPU per message (µs)", "cpu_ns_per_msg"
+	div := 1e3
+	if usage {
+		ys, div = r.cpuPct, 1
+		title, ylabel, col = "Broker CPU usage C_n, per message", "C_n (% of one CPU)", "c_n_pct"
+	}
+	f := newFigure(name, title)
+	f.p = newPlot(title, "message number n (copies leaving the broker)", ylabel, false)
+	pts, bucket := decimate(len(ys), func(i int) float64 { return n[i] }, func(i int) float64 { return ys[i] / div }, w.maxPoints, false)
+	if err := addLine(f.p, pts, colBroker, "", false); err != nil {
+		return nil, err
+	}
+	if err := w.dat(name, func(wr io.Writer) error { return analysis.WriteColumnsDat(wr, []string{"n", col}, n, ys) }); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: title, xlabel: f.p.X.Label.Text, ylabel: ylabel, plots: []string{
+		fmt.Sprintf(`%s using 1:($2/%g) with lines lc rgb "%s" notitle`, gpString(name+".dat"), div, hexColor(colBroker))}}
+	c := r.CPU
+	if usage {
+		f.caption = fmt.Sprintf("C_n = (U_n − U_{n−N}) / (T_n − T_{n−N}) × 100 (analysis.CPUPerMessage on cpu_per_msg.csv): the share of one CPU the broker used while the N = %d messages up to n left it — the methodology's per-message CPU usage, sampled every N-th message so that the sampling costs nothing per message. Median %s%%, max %s%%.",
+			c.Every, fmtNum(c.UsagePct.Median, 1), fmtNum(c.UsagePct.Max, 1))
+	} else {
+		f.caption = fmt.Sprintf("(U_n − U_{n−N}) / N from cpu_per_msg.csv: the broker's CPU time (schedstat, all its threads) per message over each N = %d messages — the broker's demand per message. Median %s, p99 %s, max %s.",
+			c.Every, fmtNs(c.NsPerMsg.Median), fmtNs(c.NsPerMsg.Percentile(99)), fmtNs(c.NsPerMsg.Max))
+	}
+	f.caption += decimationNote(len(ys), bucket)
+	return f, nil
+}
+
+func (w *writer) cpuWindowsFigure(r *Run, name string) (*figure, error) {
+	if r.rec == nil {
+		return nil, errNoFigure
+	}
+	t := r.rec.cpu
+	if t == nil || t.rows == 0 {
+		return nil, errNoFigure
+	}
+	broker := t.col("broker_proc_util")
+	if r.CPU.BrokerSource == "cgroup" {
+		broker = t.col("broker_cgroup_util")
+	}
+	curves := []windowCurve{
+		{"broker_util", "broker (" + r.CPU.BrokerSource + ")", broker, colBroker, false},
+		{"system_util", "whole system", t.col("system_util"), colGrey, false},
+	}
+	if t.has("system_minus_broker_util") {
+		curves = append(curves, windowCurve{"system_minus_broker_util", "system minus broker", t.col("system_minus_broker_util"), colOther, true})
+	}
+	f, err := w.windowsFigure(r, t, name, "CPU used per window, in CPUs' worth (1 = one CPU busy)", "CPUs", curves)
+	if err != nil {
+		return nil, err
+	}
+	c := r.CPU
+	f.caption = fmt.Sprintf("cpu.csv, %d windows: CPU time over wall time, so 1.0 is one CPU busy for the whole window (this host has %d CPUs). Broker median %s CPUs (source: %s), whole system median %s. Windows are read at the kernel's tick, so a single window can be a few percent off; totals are exact.",
+		t.rows, r.rec.meta.Host.CPUs, fmtNum(c.BrokerUtil.Median, 3), c.BrokerSource, fmtNum(c.SystemUtil.Median, 3))
+	return f, nil
+}
+
+func (w *writer) threadsFigure(r *Run, name string) (*figure, error) {
+	if len(r.Threads) == 0 {
+		return nil, errNoFigure
+	}
+	const maxThreads = 20
+	th := r.Threads[:min(len(r.Threads), maxThreads)]
+	vals := make(plotter.Values, len(th))
+	labels := make([]string, len(th))
+	// Busiest at the top: a horizontal bar chart draws index 0 at the bottom.
+	for i, t := range th {
+		k := len(th) - 1 - i
+		v := float64(t.CPUNsPerMsg)
+		if math.IsNaN(v) {
+			v = 0
+		}
+		vals[k] = v / 1e3
+		labels[k] = fmt.Sprintf("%s/%d", t.Comm, t.TID)
+	}
+	f := newFigure(name, "CPU demand per message, by broker thread")
+	f.h = vg.Length(1.3+0.28*float64(len(th))) * vg.Inch
+	f.p = newPlot(f.title, "CPU time per message entering the broker (µs)", "", false)
+	bars, err := plotter.NewBarChart(vals, vg.Points(10))
+	if err != nil {
+		return nil, err
+	}
+	bars.Horizontal = true
+	bars.Color = lighten(colBroker)
+	bars.LineStyle.Color = colBroker
+	f.p.Add(bars)
+	f.p.NominalY(labels...)
+	f.p.X.Min = 0
+	f.noHeadroom = true
+	if err := w.dat(name, func(wr io.Writer) error {
+		fmt.Fprintln(wr, "# rank thread cpu_ns_per_msg cpu_ns runq_wait_ns switches")
+		for i, t := range r.Threads {
+			label := strings.NewReplacer(`"`, "'", " ", "_").Replace(fmt.Sprintf("%s/%d", t.Comm, t.TID))
+			if _, err := fmt.Fprintf(wr, "%d \"%s\" %s %d %s %s\n", i, label, datNum(float64(t.CPUNsPerMsg)), t.CPUNs, datNum(float64(t.RunqWaitNs)), datNum(float64(t.Switches))); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: f.title, xlabel: "broker thread (comm/tid), busiest first", ylabel: "CPU time per message (µs)",
+		set:   []string{"set style fill solid 0.6 border", "set boxwidth 0.7", "set xtics rotate by -35", "set yrange [0:*]"},
+		plots: []string{fmt.Sprintf(`%s using 1:($3/1e3):xtic(2) with boxes lc rgb "%s" notitle`, gpString(name+".dat"), hexColor(colBroker))}}
+	var total int64
+	for _, t := range r.Threads {
+		total += t.CPUNs
+	}
+	f.caption = fmt.Sprintf("threads.csv: each broker thread's CPU time (the scheduler's sum_exec_runtime) over the messages that entered the broker during the recording — the per-stage demand, without editing the broker. %d threads, %s of CPU in all; the busiest is %s/%d with %s (%s per message).",
+		len(r.Threads), fmtNs(float64(total)), r.Threads[0].Comm, r.Threads[0].TID, fmtNs(float64(r.Threads[0].CPUNs)), fmtNs(float64(r.Threads[0].CPUNsPerMsg)))
+	if len(r.Threads) > maxThreads {
+		f.caption += fmt.Sprintf(" The %d busiest are drawn; the .dat file has all.", maxThreads)
+	}
+	return f, nil
+}
+
+// datNum writes a number for a .dat file (nan when unknown).
+func datNum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "nan"
+	}
+	return fmtNum(v, 6)
+}
+
+func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
+	if r.rec == nil {
+		return nil, errNoFigure
+	}
+	t := r.rec.packets
+	if t == nil {
+		return nil, errNoFigure
+	}
+	var hi int64
+	type sz struct{ size, n int64 }
+	var rows []sz
+	var acks int64
+	for i := range t.rows {
+		if t.str["direction"][i] != dir {
+			continue
+		}
+		s, n := int64(t.col("payload_bytes")[i]), int64(t.col("packets")[i])
+		if s == 0 {
+			acks += n
+			continue
+		}
+		rows = append(rows, sz{s, n})
+		hi = max(hi, s)
+	}
+	if len(rows) == 0 {
+		return nil, errNoFigure
+	}
+	h, err := analysis.NewHistogram(hi, 3)
+	if err != nil {
+		return nil, err
+	}
+	lo := hi
+	for _, x := range rows {
+		if err := h.HDR.RecordValues(x.size, x.n); err != nil {
+			return nil, fmt.Errorf("%s: payload %d: %w", t.path, x.size, err)
+		}
+		lo = min(lo, x.size)
+	}
+	width := niceWidth(float64(hi-lo) / 200)
+	bins, err := h.Bins(width)
+	if err != nil {
+		return nil, err
+	}
+	way := "in: towards the broker"
+	col := colE2E
+	if dir == "out" {
+		way, col = "out: from the broker", colBroker
+	}
+	f := newFigure(name, "TCP payload per packet, "+way)
+	// Counts span orders of magnitude (one size per message, a few
+	// coalesced packets): a log axis shows both.
+	f.p = newPlot(f.title, "TCP payload of a packet (bytes)", "packets per bin", true)
+	var hb []plotter.HistogramBin
+	for _, b := range bins {
+		if b.Count > 0 {
+			hb = append(hb, plotter.HistogramBin{Min: b.Lower, Max: b.Upper, Weight: float64(b.Count)})
+		}
+	}
+	hist := &plotter.Histogram{Bins: hb, Width: float64(width), FillColor: lighten(col), LogY: true}
+	hist.LineStyle.Width = vg.Points(0.4)
+	hist.LineStyle.Color = col
+	f.p.Add(hist)
+	f.p.Y.Min = 0.5 // a bin of one packet shows as a bar
+	f.p.Legend.Add(fmt.Sprintf("packets (bins of %d bytes)", width), hist)
+	if err := w.dat(name, func(wr io.Writer) error { return analysis.WriteHistogramDat(wr, "payload_bytes", bins) }); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: f.title, xlabel: f.p.X.Label.Text, ylabel: f.p.Y.Label.Text, logY: true, set: []string{"set style fill solid 0.5 border", "set yrange [0.5:*]"},
+		plots: []string{fmt.Sprintf(`%s using 1:($4 > 0 ? $4 : NaN):($3-$2) with boxes lc rgb "%s" title "packets (bins of %d bytes)"`, gpString(name+".dat"), hexColor(col), width)}}
+	d := r.Packets.In
+	if dir == "out" {
+		d = r.Packets.Out
+	}
+	f.caption = fmt.Sprintf("packets.csv: TCP segments on the broker's listening ports as the capture saw them (after GRO on receive, before GSO on send, so one packet can be several wire segments). %s packets with a payload, mean %s bytes, largest %s; %s packets.",
+		fmtCount(d.PayloadPackets), fmtNum(float64(d.MeanPayload), 1), fmtCount(d.MaxPayload), fmtNum(float64(d.PktsPerMsg), 3)+" per message")
+	if acks > 0 {
+		f.caption += fmt.Sprintf(" Not drawn: %s packets without payload (ACKs, handshakes).", fmtCount(acks))
+	}
+	f.caption += " The count axis is logarithmic."
+	return f, nil
+}
+
+func (w *writer) gsoFigure(r *Run, name string) (*figure, error) {
+	if r.rec == nil {
+		return nil, errNoFigure
+	}
+	t := r.rec.gso
+	if t == nil || t.rows == 0 {
+		return nil, errNoFigure
+	}
+	counts := map[int][2]float64{}
+	for i := range t.rows {
+		var sg int
+		fmt.Sscanf(strings.TrimSuffix(t.str["segs"][i], "+"), "%d", &sg)
+		c := counts[sg]
+		if t.str["direction"][i] == "out" {
+			c[1] += t.col("skbs")[i]
+		} else {
+			c[0] += t.col("skbs")[i]
+		}
+		counts[sg] = c
+	}
+	var segs []int
+	for s := range counts {
+		segs = append(segs, s)
+	}
+	slices.Sort(segs)
+	sx, in, out := make([]float64, len(segs)), make(plotter.Values, len(segs)), make(plotter.Values, len(segs))
+	labels := make([]string, len(segs))
+	for i, s := range segs {
+		sx[i], in[i], out[i] = float64(s), counts[s][0], counts[s][1]
+		labels[i] = fmt.Sprint(s)
+		if s >= 128 {
+			labels[i] = "128+"
+		}
+	}
+	f := newFigure(name, "TCP segments per skb (GRO on receive, GSO/TSO on send)")
+	f.p = newPlot(f.title, "segments in one skb", "skbs", false)
+	bw := vg.Points(14)
+	for k, c := range []struct {
+		v     plotter.Values
+		col   color.RGBA
+		label string
+	}{{in, colE2E, "in (after GRO)"}, {out, colBroker, "out (to the device)"}} {
+		b, err := plotter.NewBarChart(c.v, bw)
+		if err != nil {
+			return nil, err
+		}
+		b.Color = lighten(c.col)
+		b.LineStyle.Color = c.col
+		b.Offset = bw * vg.Length(float64(k)-0.5)
+		f.p.Add(b)
+		f.p.Legend.Add(c.label, b)
+	}
+	f.p.NominalX(labels...)
+	f.p.Y.Min = 0
+	if err := w.dat(name, func(wr io.Writer) error {
+		return analysis.WriteColumnsDat(wr, []string{"segs", "in_skbs", "out_skbs"}, sx, in, out)
+	}); err != nil {
+		return nil, err
+	}
+	f.gp = gnuplot{title: f.title, xlabel: f.p.X.Label.Text, ylabel: f.p.Y.Label.Text,
+		set: []string{"set style data histogram", "set style histogram clustered gap 1", "set style fill solid 0.5 border", "set yrange [0:*]"},
+		plots: []string{fmt.Sprintf(`%s using 2:xtic(1) lc rgb "%s" title "in (after GRO)"`, gpString(name+".dat"), hexColor(colE2E)),
+			fmt.Sprintf(`"" using 3 lc rgb "%s" title "out (to the device)"`, hexColor(colBroker))}}
+	p := r.Packets
+	f.caption = fmt.Sprintf("gso.csv, summed over interfaces: how many TCP segments each skb carried — the kernel's batching, one reason packets and messages do not map one to one. Mean segments per skb: in %s, out %s.",
+		fmtNum(float64(p.In.SegsPerSkb), 3), fmtNum(float64(p.Out.SegsPerSkb), 3))
+	return f, nil
+}
+
+func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
+	if r.rec == nil {
+		return nil, errNoFigure
+	}
+	t := r.rec.net
+	if t == nil || t.rows == 0 {
+		return nil, errNoFigure
+	}
+	per := func(p, m string) []float64 {
+		a, b := t.col(p), t.col(m)
+		v := make([]float64, t.rows)
+		for i := range v {
+			v[i] = math.NaN()
+			if b[i] > 0 {
+				v[i] = a[i] / b[i]
+			}
+		}
+		return v
+	}
+	f, err := w.windowsFigure(r, t, name, "Packets per message, per window", "packets / message", []windowCurve{
+		{"pkts_per_msg_in", "in: packets to the broker / messages entering", per("pkts_in", "msgs_in"), colE2E, false},
+		{"pkts_per_msg_out", "out: packets from the broker / copies leaving", per("pkts_out", "msgs_out"), colBroker, false},
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := r.Packets
+	f.caption = fmt.Sprintf("net.csv, %d windows: packets (ACKs included) over messages in each direction. Over the recording: in %s, out %s packets per message. Packets are assigned to windows up to 10 ms late (the capture ring's block timeout).",
+		t.rows, fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.Out.PktsPerMsg), 3))
+	return f, nil
+}

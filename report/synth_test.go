@@ -1,0 +1,81 @@
+package report
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// Written files for the tests that need exact, chosen data (bad input,
+// clocks of two hosts, very long runs): the same formats record and load
+// write, produced with their own writers where they have them.
+
+// synthLoad writes dir/e2e.csv and dir/load.json: n messages, ids from
+// idBase, sent every gapNs from startNs, each received lat(i) later.
+func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs int64, size int, lat func(i int) int64) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b := []byte(load.CSVHeader + "\n")
+	for i := range n {
+		send := startNs + int64(i)*gapNs
+		b = strconv.AppendUint(b, idBase+uint64(i), 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, send, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, send, 10)
+		b = append(b, ',')
+		b = strconv.AppendInt(b, send+lat(i), 10)
+		b = append(b, ",0\n"...)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "e2e.csv"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := load.Summary{Options: load.Config{Size: size, Rate: 1e9 / float64(gapNs), Pattern: "regular", Count: n}, Driver: "nats",
+		StartNs: startNs, EndNs: startNs + int64(n)*gapNs + 1e9, FirstID: idBase, Planned: n, Sent: n, Received: n,
+		AskedRate: 1e9 / float64(gapNs), AchievedRate: 1e9 / float64(gapNs)}
+	data, _ := json.Marshal(s)
+	if err := os.WriteFile(filepath.Join(dir, "load.json"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// synthRecord writes dir/messages.csv (with a ctxsw column) and
+// dir/meta.json for messages read at tin[i] and written at tout[i].
+func synthRecord(t *testing.T, dir string, ids []uint64, tin, tout []int64) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mw, err := recfile.CreateMessages(dir, []string{"ctxsw"}, func(dst []byte, m *correlate.Message) []byte {
+		return strconv.AppendUint(append(dst, ','), m.ID%3, 10)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := tin[0], tout[0]
+	for i, id := range ids {
+		m := correlate.Message{ID: id, TIn: tin[i], TOut: tout[i], InTID: 7, OutTID: 7, Copy: 1}
+		m.InConn.LocalPort, m.InConn.RemotePort, m.OutConn.LocalPort, m.OutConn.RemotePort = 4222, 50000, 4222, 50001
+		if err := mw.Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		lo, hi = min(lo, tin[i]), max(hi, tout[i])
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	meta := recfile.Meta{Tool: "brokertrace record", Host: recfile.Host{Hostname: "synth", Kernel: "6.18", Arch: "amd64", CPUs: 2},
+		Target: recfile.Target{PID: 1, Comm: "broker"}, StartNs: lo - 1e6, EndNs: hi + 1e6, WindowNs: 1e8,
+		Sources: map[string]recfile.SourceMeta{}, Rows: int64(len(ids)), Warnings: []string{}}
+	if err := recfile.WriteJSON(dir, recfile.MetaFile, meta); err != nil {
+		t.Fatal(err)
+	}
+}
