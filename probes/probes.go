@@ -124,3 +124,57 @@ func RecursionMisses(progs []*ebpf.Program) uint64 {
 	}
 	return n
 }
+
+// Hook is one tracepoint and the names of its program on each path: tp_btf
+// (BTF) and the raw_tp fallback (Raw).
+type Hook struct {
+	Tracepoint string
+	BTF, Raw   string
+}
+
+// KeepPath deletes from spec every program that is not the chosen path's
+// program of one of hooks: the other path's programs may not verify on
+// this kernel, and nothing else is to be loaded.
+func KeepPath(spec *ebpf.CollectionSpec, hooks []Hook, btf bool) {
+	keep := map[string]bool{}
+	for _, h := range hooks {
+		keep[h.name(btf)] = true
+	}
+	for name := range spec.Programs {
+		if !keep[name] {
+			delete(spec.Programs, name)
+		}
+	}
+}
+
+func (h Hook) name(btf bool) string {
+	if btf {
+		return h.BTF
+	}
+	return h.Raw
+}
+
+// AttachHooks attaches the chosen path's program of every hook from coll.
+// It returns the programs and links in hook order; on an error the links
+// made so far are closed.
+func AttachHooks(coll *ebpf.Collection, hooks []Hook, btf bool) ([]*ebpf.Program, []link.Link, error) {
+	var progs []*ebpf.Program
+	var links []link.Link
+	for _, h := range hooks {
+		p := coll.Programs[h.name(btf)]
+		l, err := Attach(p, btf, h.Tracepoint)
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			path := "raw_tp"
+			if btf {
+				path = "tp_btf"
+			}
+			return nil, nil, fmt.Errorf("%w: attaching %s to %s: %v", ErrKernel, path, h.Tracepoint, err)
+		}
+		progs = append(progs, p)
+		links = append(links, l)
+	}
+	return progs, links, nil
+}

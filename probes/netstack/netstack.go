@@ -117,14 +117,9 @@ type Tracer struct {
 	closed bool
 }
 
-type hook struct {
-	tracepoint string
-	btf, raw   string
-}
-
-var hooks = []hook{
-	{"net_dev_start_xmit", "xmit_btf", "xmit_raw"},
-	{"netif_receive_skb", "receive_btf", "receive_raw"},
+var hooks = []probes.Hook{
+	{Tracepoint: "net_dev_start_xmit", BTF: "xmit_btf", Raw: "xmit_raw"},
+	{Tracepoint: "netif_receive_skb", BTF: "receive_btf", Raw: "receive_raw"},
 }
 
 // Open loads the probe and attaches it. Once Open returns, every matching
@@ -179,38 +174,15 @@ func open(opts Options, path Path) (*Tracer, error) {
 	if err := spec.Variables["targ_netns"].Set(uint32(opts.NetNS)); err != nil {
 		return nil, fmt.Errorf("netstack: %w", err)
 	}
-	// Load only this path's programs: the other path's may not verify here.
-	keep := map[string]bool{}
-	for _, h := range hooks {
-		if path == PathBTF {
-			keep[h.btf] = true
-		} else {
-			keep[h.raw] = true
-		}
-	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
-		}
-	}
+	probes.KeepPath(spec, hooks, path == PathBTF)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: netstack (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
 	}
 	t := &Tracer{path: path, coll: coll, hists: coll.Maps["hists"], stats: coll.Maps["stats"]}
-	for _, h := range hooks {
-		name := h.raw
-		if path == PathBTF {
-			name = h.btf
-		}
-		p := coll.Programs[name]
-		t.progs = append(t.progs, p)
-		l, err := probes.Attach(p, path == PathBTF, h.tracepoint)
-		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("%w: attaching %s to %s: %v", probes.ErrKernel, path, h.tracepoint, err)
-		}
-		t.links = append(t.links, l)
+	if t.progs, t.links, err = probes.AttachHooks(coll, hooks, path == PathBTF); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
 }

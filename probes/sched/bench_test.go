@@ -97,9 +97,9 @@ func loadProgs(b *testing.B, pid int, path Path) *ebpf.Collection {
 	for _, h := range hooks {
 		switch path {
 		case PathBTF:
-			keep[h.btf] = true
+			keep[h.BTF] = true
 		case PathRaw:
-			keep[h.raw] = true
+			keep[h.Raw] = true
 		}
 	}
 	if path == "" {
@@ -140,8 +140,8 @@ func (v *variant) attach(b *testing.B) {
 
 func rawTracepoint(prog string) string {
 	for _, h := range hooks {
-		if h.raw == prog {
-			return h.tracepoint
+		if h.Raw == prog {
+			return h.Tracepoint
 		}
 	}
 	return ""

@@ -222,16 +222,11 @@ type Tracer struct {
 }
 
 // hook is one tracepoint and its program on each path.
-type hook struct {
-	tracepoint string
-	btf, raw   string
-}
-
-var hooks = []hook{
-	{"sched_switch", "switch_btf", "switch_raw"},
-	{"sched_wakeup", "wakeup_btf", "wakeup_raw"},
-	{"sched_wakeup_new", "wakeup_new_btf", "wakeup_new_raw"},
-	{"sched_process_exit", "exit_btf", "exit_raw"},
+var hooks = []probes.Hook{
+	{Tracepoint: "sched_switch", BTF: "switch_btf", Raw: "switch_raw"},
+	{Tracepoint: "sched_wakeup", BTF: "wakeup_btf", Raw: "wakeup_raw"},
+	{Tracepoint: "sched_wakeup_new", BTF: "wakeup_new_btf", Raw: "wakeup_new_raw"},
+	{Tracepoint: "sched_process_exit", BTF: "exit_btf", Raw: "exit_raw"},
 }
 
 // Open loads the probe for opts.PID and attaches it. Once Open returns,
@@ -308,20 +303,7 @@ func open(opts Options, path Path) (*Tracer, error) {
 	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["switches"].MaxEntries / 8)); err != nil {
 		return nil, fmt.Errorf("sched: %w", err)
 	}
-	// Load only this path's programs: the other path's may not verify here.
-	keep := map[string]bool{}
-	for _, h := range hooks {
-		if path == PathBTF {
-			keep[h.btf] = true
-		} else {
-			keep[h.raw] = true
-		}
-	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
-		}
-	}
+	probes.KeepPath(spec, hooks, path == PathBTF)
 	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
 		return nil, fmt.Errorf("%w: sched (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
@@ -333,19 +315,9 @@ func open(opts Options, path Path) (*Tracer, error) {
 			return nil, fmt.Errorf("sched: ring buffer reader: %w", err)
 		}
 	}
-	for _, h := range hooks {
-		name := h.raw
-		if path == PathBTF {
-			name = h.btf
-		}
-		p := coll.Programs[name]
-		t.progs = append(t.progs, p)
-		l, err := probes.Attach(p, path == PathBTF, h.tracepoint)
-		if err != nil {
-			t.Close()
-			return nil, fmt.Errorf("%w: attaching %s to %s: %v", probes.ErrKernel, path, h.tracepoint, err)
-		}
-		t.links = append(t.links, l)
+	if t.progs, t.links, err = probes.AttachHooks(coll, hooks, path == PathBTF); err != nil {
+		t.Close()
+		return nil, err
 	}
 	return t, nil
 }
