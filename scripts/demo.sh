@@ -59,4 +59,7 @@ if [ "$rows" -ne "$count" ]; then
 	exit 1
 fi
 echo
-echo "demo: OK: $rows of $count messages traced through nats-server; files in $out"
+echo "== brokertrace report $out"
+"$bt" report "$out" | head -n 40
+echo
+echo "demo: OK: $rows of $count messages traced through nats-server; files and $out/report.html in $out"
