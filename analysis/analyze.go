@@ -39,6 +39,10 @@ type Report struct {
 	// dip test's p-value (< 0.01: more than one mode).
 	LatencyModes Modes         `json:"latency_modes"`
 	LatencyDip   DipTestResult `json:"latency_dip"`
+	// LatencyTied is the share of latencies equal to another one. The dip
+	// test assumes continuous data: ties (messages read and written by the
+	// same calls share their times) lower its p-value without humps.
+	LatencyTied float64 `json:"latency_tied"`
 	// LatencyHistogram holds the latencies for plotting (Bins) and merging.
 	LatencyHistogram *Histogram `json:"-"`
 
@@ -81,6 +85,7 @@ func Analyze(s Series, opt Options) (*Report, error) {
 	if r.LatencyModes, err = ModesSorted(sorted, opt.Modes); err != nil {
 		return nil, err
 	}
+	r.LatencyTied = TiedShare(sorted)
 	if r.LatencyDip, err = DipTestSorted(sorted, opt.Dip); err != nil {
 		return nil, err
 	}
@@ -125,4 +130,18 @@ func Analyze(s Series, opt Options) (*Report, error) {
 		r.Notes = append(r.Notes, fmt.Sprintf("%d throughputs are infinite: M = %d messages within one ns; a larger window gives finite rates", n, opt.Window))
 	}
 	return r, nil
+}
+
+// TiedShare returns the share of values in sorted that equal another value.
+func TiedShare[T Number](sorted []T) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	tied := 0
+	for i := range sorted {
+		if (i > 0 && sorted[i] == sorted[i-1]) || (i+1 < len(sorted) && sorted[i] == sorted[i+1]) {
+			tied++
+		}
+	}
+	return float64(tied) / float64(len(sorted))
 }

@@ -156,3 +156,12 @@ func TestParamTable(t *testing.T) {
 		t.Error("run without report: no error")
 	}
 }
+
+func TestTiedShare(t *testing.T) {
+	if got := TiedShare([]int64{1, 2, 2, 3, 5, 5, 5, 9}); got != 5.0/8 {
+		t.Fatalf("TiedShare = %v, want 5/8", got)
+	}
+	if TiedShare([]int64{}) != 0 || TiedShare([]int64{1, 2, 3}) != 0 {
+		t.Fatal("no ties must give 0")
+	}
+}

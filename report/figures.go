@@ -288,7 +288,7 @@ func (w *writer) histFigure(ser *Series, name string) (*figure, error) {
 	dip := ser.Analysis.LatencyDip
 	modesTxt := describeModes(ser.Analysis.LatencyModes)
 	f.caption = fmt.Sprintf("How often each latency occurred (%s messages, bins of %s). %s Hartigan's dip test: dip %s, p = %s (%s).",
-		fmtCount(ser.Messages), fmtDur(float64(width)), modesTxt, fmtNum(dip.Dip.Dip, 4), fmtP(dip.PValue), dipVerdict(dip.PValue))
+		fmtCount(ser.Messages), fmtDur(float64(width)), modesTxt, fmtNum(dip.Dip.Dip, 4), fmtP(dip.PValue), dipVerdict(dip.PValue, ser.Analysis.LatencyTied))
 	if beyond > 0 {
 		f.caption += fmt.Sprintf(" Not drawn: the %s messages above %s, up to %s — see the per-message figure; the .dat file has the drawn bins.", fmtCount(beyond), fmtNs(cut), fmtNs(a.Max))
 	}
@@ -330,15 +330,22 @@ func describeModes(m analysis.Modes) string {
 	}
 }
 
-func dipVerdict(p float64) string {
+// dipVerdict words the dip test's p-value; tied is the share of tied values,
+// which the test (made for continuous data) mistakes for humps.
+func dipVerdict(p, tied float64) string {
+	var v string
 	switch {
 	case math.IsNaN(p):
 		return "not computed"
 	case p < 0.01:
-		return "more than one mode"
+		v = "more than one mode"
 	case p < 0.05:
-		return "weak evidence of more than one mode"
+		v = "weak evidence of more than one mode"
 	default:
 		return "consistent with one mode"
 	}
+	if tied >= 0.05 {
+		v += fmt.Sprintf(", but %.0f%% of the values are tied (messages read or written by the same call share their times), which lowers the dip test's p without humps: trust the mode count", 100*tied)
+	}
+	return v
 }

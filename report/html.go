@@ -300,7 +300,7 @@ func headline(r *Run, window int) []string {
 		h = append(h, fmt.Sprintf("%s latency: median %s, p99 %s, p99.99 %s, max %s (message n = %d, %s s in) — mean %s, 95%% CI %s–%s.",
 			capital(s.Name), fmtNs(a.Median), fmtNs(a.Percentile(99)), fmtNs(a.Percentile(99.99)), fmtNs(a.Max), s.Top[0].N, fmtNum(float64(s.Top[0].AtS), 3),
 			fmtNs(a.Mean), fmtNs(a.CI95Low), fmtNs(a.CI95High)))
-		h = append(h, fmt.Sprintf("%s humps: %s Dip test p = %s: %s.", capital(s.Name), describeModes(s.Analysis.LatencyModes), fmtP(s.Analysis.LatencyDip.PValue), dipVerdict(s.Analysis.LatencyDip.PValue)))
+		h = append(h, fmt.Sprintf("%s humps: %s Dip test p = %s: %s.", capital(s.Name), describeModes(s.Analysis.LatencyModes), fmtP(s.Analysis.LatencyDip.PValue), dipVerdict(s.Analysis.LatencyDip.PValue, s.Analysis.LatencyTied)))
 		if p := peakPlace(s); p != "" {
 			h = append(h, capital(s.Name)+" peaks: "+p)
 		}

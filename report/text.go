@@ -90,7 +90,7 @@ func writeRunText(b *strings.Builder, r *Run, window int) {
 		b.WriteString("\n")
 		for _, s := range sers {
 			a := s.Analysis
-			fmt.Fprintf(b, "  %s humps: %s dip test p = %s (%s)\n", s.Name, describeModes(a.LatencyModes), fmtP(a.LatencyDip.PValue), dipVerdict(a.LatencyDip.PValue))
+			fmt.Fprintf(b, "  %s humps: %s dip test p = %s (%s)\n", s.Name, describeModes(a.LatencyModes), fmtP(a.LatencyDip.PValue), dipVerdict(a.LatencyDip.PValue, a.LatencyTied))
 		}
 		for _, s := range sers {
 			if t := throughputLine(s, window); t != "" {
