@@ -178,3 +178,18 @@ func AttachHooks(coll *ebpf.Collection, hooks []Hook, btf bool) ([]*ebpf.Program
 	}
 	return progs, links, nil
 }
+
+// TryPaths opens a probe on its tp_btf path and, when that fails, on its
+// raw_tp fallback. fallback is the tp_btf error when the fallback ran, so
+// that meta data can say why.
+func TryPaths[T any](open func(btf bool) (T, error)) (t T, fallback string, err error) {
+	t, err = open(true)
+	if err == nil {
+		return t, "", nil
+	}
+	t, rawErr := open(false)
+	if rawErr != nil {
+		return t, "", fmt.Errorf("%w; raw_tp fallback: %v", err, rawErr)
+	}
+	return t, err.Error(), nil
+}

@@ -249,15 +249,16 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.ForcePath != PathAuto {
 		return open(opts, opts.ForcePath)
 	}
-	t, err := open(opts, PathBTF)
-	if err == nil {
-		return t, nil
+	t, fallback, err := probes.TryPaths(func(btf bool) (*Tracer, error) {
+		if btf {
+			return open(opts, PathBTF)
+		}
+		return open(opts, PathRaw)
+	})
+	if err != nil {
+		return nil, err
 	}
-	t, rawErr := open(opts, PathRaw)
-	if rawErr != nil {
-		return nil, fmt.Errorf("%w; raw_tp fallback: %v", err, rawErr)
-	}
-	t.fallback = err.Error()
+	t.fallback = fallback
 	return t, nil
 }
 
