@@ -158,22 +158,7 @@ func killMidRun(t *testing.T, url, subject string, kill func()) {
 	if res.Sent < 1 || res.Sent >= n/2 || res.Received+res.Missing != res.Sent || res.Interrupted || res.Received < 1 {
 		t.Errorf("sent %d received %d missing %d interrupted %v: want some sent and received, sent = received + missing", res.Sent, res.Received, res.Missing, res.Interrupted)
 	}
-	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
-		t.Fatal(err)
-	}
-	noTempFiles(t, dir)
-	rows := readCSV(t, dir)
-	empty := 0
-	for i, r := range rows {
-		if r.id != res.Config.IDBase+uint64(i) {
-			t.Fatalf("row %d id %d, want %d", i, r.id, res.Config.IDBase+uint64(i))
-		}
-		if !r.received {
-			empty++
-		}
-	}
-	s := readSummary(t, dir)
+	rows, empty, s := writtenFiles(t, res)
 	if len(rows) != res.Sent || empty != res.Missing || s.Error != err.Error() || s.Missing != res.Missing || s.Sent != res.Sent {
 		t.Errorf("csv rows %d (empty t_recv %d), load.json sent %d missing %d error %q; result sent %d missing %d",
 			len(rows), empty, s.Sent, s.Missing, s.Error, res.Sent, res.Missing)

@@ -99,6 +99,28 @@ func idRange(base uint64, n int) []uint64 {
 }
 
 // noTempFiles checks that atomic writes left nothing behind.
+// writtenFiles writes res's files and reads them back: the e2e.csv rows,
+// whose ids must run from IDBase in order, how many of them have no receive
+// time, and load.json.
+func writtenFiles(t *testing.T, res *Result) (rows []csvRow, unreceived int, s Summary) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := res.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	noTempFiles(t, dir)
+	rows = readCSV(t, dir)
+	for i, r := range rows {
+		if r.id != res.Config.IDBase+uint64(i) {
+			t.Fatalf("row %d id %d, want %d", i, r.id, res.Config.IDBase+uint64(i))
+		}
+		if !r.received {
+			unreceived++
+		}
+	}
+	return rows, unreceived, readSummary(t, dir)
+}
+
 func noTempFiles(t *testing.T, dir string) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
@@ -266,22 +288,7 @@ func TestCancelMidRun(t *testing.T) {
 	if res.Planned != n || res.Missing != res.Sent-res.Received || res.Received != res.Sent {
 		t.Errorf("planned %d (want %d), sent %d, received %d, missing %d", res.Planned, n, res.Sent, res.Received, res.Missing)
 	}
-	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
-		t.Fatal(err)
-	}
-	noTempFiles(t, dir)
-	rows := readCSV(t, dir)
-	missing := 0
-	for i, r := range rows {
-		if r.id != res.Config.IDBase+uint64(i) {
-			t.Fatalf("row %d id %d, want %d", i, r.id, res.Config.IDBase+uint64(i))
-		}
-		if !r.received {
-			missing++
-		}
-	}
-	s := readSummary(t, dir)
+	rows, missing, s := writtenFiles(t, res)
 	if len(rows) != res.Sent || missing != res.Missing || !s.Interrupted || s.Sent != res.Sent || s.Missing != res.Missing || s.Unsent != n-res.Sent {
 		t.Errorf("csv rows %d / empty t_recv %d, load.json interrupted %v sent %d missing %d unsent %d; result sent %d missing %d",
 			len(rows), missing, s.Interrupted, s.Sent, s.Missing, s.Unsent, res.Sent, res.Missing)
