@@ -3,6 +3,7 @@ package analysis
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,7 +11,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -180,7 +180,7 @@ func ReadBroker(path string) (*Broker, error) {
 		in, out int64
 	}
 	var firsts []first
-	err := recfile.ScanMessages(path, func(m *correlate.Message) error {
+	err := recfile.ScanMessages(path, func(m *recfile.Message) error {
 		b.Rows++
 		if m.Copy == 1 {
 			firsts = append(firsts, first{m.ID, m.TIn, m.TOut})
@@ -192,15 +192,7 @@ func ReadBroker(path string) (*Broker, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(firsts, func(x, y first) int {
-		switch {
-		case x.id < y.id:
-			return -1
-		case x.id > y.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(firsts, func(x, y first) int { return cmp.Compare(x.id, y.id) })
 	b.IDs = make([]uint64, len(firsts))
 	b.InNs = make([]int64, len(firsts))
 	b.OutNs = make([]int64, len(firsts))

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -119,11 +118,11 @@ func TestJoin(t *testing.T) {
 		"13,400,401,,0\n"+
 		"14,500,501,590,0\n"+
 		"15,600,603,700,0\n")
-	mw, err := recfile.CreateMessages(dir, nil, nil)
+	mw, err := recfile.CreateMessages(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, m := range []correlate.Message{
+	for _, m := range []recfile.Message{
 		{ID: 10, TIn: 150, TOut: 160, Copy: 1}, // warm-up
 		{ID: 12, TIn: 340, TOut: 350, Copy: 1}, // rows in the order copies left
 		{ID: 11, TIn: 230, TOut: 260, Copy: 1},
@@ -133,7 +132,8 @@ func TestJoin(t *testing.T) {
 		{ID: 99, TIn: 700, TOut: 710, Copy: 1}, // another producer's
 		{ID: 5, TIn: 90, TOut: 95, Copy: 1},    // another producer's
 	} {
-		if err := mw.Write(&m); err != nil {
+		m.Latency = m.TOut - m.TIn
+		if err := mw.Write(&m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -192,9 +192,9 @@ func TestJoin(t *testing.T) {
 	}
 
 	// Two first copies of one id: not one recording.
-	mw, _ = recfile.CreateMessages(dir, nil, nil)
-	mw.Write(&correlate.Message{ID: 3, TIn: 1, TOut: 2, Copy: 1})
-	mw.Write(&correlate.Message{ID: 3, TIn: 4, TOut: 5, Copy: 1})
+	mw, _ = recfile.CreateMessages(dir, nil)
+	mw.Write(&recfile.Message{ID: 3, TIn: 1, TOut: 2, Latency: 1, Copy: 1}, nil)
+	mw.Write(&recfile.Message{ID: 3, TIn: 4, TOut: 5, Latency: 1, Copy: 1}, nil)
 	mw.Close()
 	if _, err := ReadBroker(filepath.Join(dir, recfile.MessagesFile)); err == nil || !strings.Contains(err.Error(), "two first copies") {
 		t.Errorf("duplicate first copy: %v", err)

@@ -18,8 +18,9 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/brokertrace/brokertrace/probes/netstack"
-	"github.com/brokertrace/brokertrace/record"
 )
 
 // Files the sources write into the recording directory.
@@ -30,12 +31,12 @@ const (
 )
 
 // unavailable is a Start error that lets the recording go on without the
-// source (errors.Is(err, record.ErrUnavailable)); its message is only the
+// source (errors.Is(err, source.ErrUnavailable)); its message is only the
 // reason, since the recording prefixes the source's name.
 type unavailable struct{ msg string }
 
 func (e unavailable) Error() string        { return e.msg }
-func (e unavailable) Is(target error) bool { return target == record.ErrUnavailable }
+func (e unavailable) Is(target error) bool { return target == source.ErrUnavailable }
 
 func unavailablef(format string, args ...any) error {
 	return unavailable{strings.TrimPrefix(fmt.Sprintf(format, args...), "capture: ")}
@@ -99,7 +100,7 @@ type SourceOptions struct {
 	MSS     int
 }
 
-// Source is the record.Source "capture": it captures the TCP/IP headers of
+// Source is the source.Source "capture": it captures the TCP/IP headers of
 // the target's listening ports in its network namespace for the whole
 // recording and writes packets.csv (payload-size histogram per direction),
 // net.csv (packets and bytes per window next to the messages that entered
@@ -108,7 +109,7 @@ type Source struct {
 	opts SourceOptions
 
 	mu      sync.Mutex
-	env     *record.Env
+	env     *source.Env
 	broker  *brokerNet
 	why     string // how the interfaces were chosen
 	capt    *Capture
@@ -127,15 +128,15 @@ type window struct {
 // NewSource returns the "capture" source.
 func NewSource(opts SourceOptions) *Source { return &Source{opts: opts} }
 
-// Name implements record.Source.
+// Name implements source.Source.
 func (s *Source) Name() string { return "capture" }
 
 // Start finds the target's listening ports and starts capturing in its
 // network namespace. A host where nothing can be captured gives an error
-// matching record.ErrUnavailable; an interface of Ifaces that does not
+// matching source.ErrUnavailable; an interface of Ifaces that does not
 // exist or is down, or an unwritable PcapPath, an error that ends the
 // recording.
-func (s *Source) Start(env *record.Env) error {
+func (s *Source) Start(env *source.Env) error {
 	netns := fmt.Sprintf("/proc/%d/ns/net", env.Target.PID)
 	if len(s.opts.Ifaces) > 0 {
 		if err := CheckIfaces(netns, s.opts.Ifaces); IsBadInput(err) {
@@ -172,7 +173,7 @@ func (s *Source) Start(env *record.Env) error {
 	return nil
 }
 
-// Sample implements record.Source: it closes a window of net.csv.
+// Sample implements source.Source: it closes a window of net.csv.
 func (s *Source) Sample(now int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -187,7 +188,7 @@ func (s *Source) Sample(now int64) {
 	s.windows = append(s.windows, window{end: now, snap: snap})
 }
 
-// Watermark implements record.Source: the capture has no per-message data.
+// Watermark implements source.Source: the capture has no per-message data.
 func (s *Source) Watermark() int64 { return math.MaxInt64 }
 
 // Drain stops the capture and reads what its rings still hold.
@@ -262,7 +263,7 @@ func dirMeta(h *Histogram) DirMeta {
 }
 
 // Finish writes packets.csv and net.csv.
-func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
+func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	// The recording calls Drain first and reports its error; a caller that
 	// did not gets it as a warning.
 	var drainWarn []string
@@ -278,7 +279,7 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 	defer s.mu.Unlock()
 	r := s.result
 	if r == nil {
-		return record.SourceResult{}, errors.New("capture was never started")
+		return source.Result{}, errors.New("capture was never started")
 	}
 	m := CaptureMeta{
 		NetNS: s.broker.netns, Ports: s.broker.ports, Ifaces: r.Ifaces, IfacesFrom: s.why,
@@ -292,7 +293,7 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 	for _, st := range r.PerIface {
 		m.PerIface = append(m.PerIface, IfaceMeta(st))
 	}
-	res := record.SourceResult{Meta: &m, Warnings: drainWarn}
+	res := source.Result{Meta: &m, Warnings: drainWarn}
 	if in, out := len(tl.In), len(tl.Out); in > 0 && out > 0 {
 		res.Summary = fmt.Sprintf("%.2f packets per message in (%d B), %.2f out (%d B), on %v; largest payload in %d B, out %d B; %d capture drops",
 			float64(r.In.Packets)/float64(in), r.In.PayloadBytes/uint64(in), float64(r.Out.Packets)/float64(out), r.Out.PayloadBytes/uint64(out),
@@ -333,7 +334,7 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 // writeNet writes net.csv: one row per window. The first window starts
 // when the recording started (or the capture, if earlier); the last one's
 // counts are the capture's final totals, so the rows add up to packets.csv.
-func (s *Source) writeNet(tl *record.Timeline) (outside, rows int, err error) {
+func (s *Source) writeNet(tl *source.Timeline) (outside, rows int, err error) {
 	r := s.result
 	wins := slices.Clone(s.windows)
 	final := Snapshot{At: r.End, In: Counts{r.In.Packets, r.In.PayloadBytes}, Out: Counts{r.Out.Packets, r.Out.PayloadBytes}, Drops: r.Drops}
@@ -385,7 +386,7 @@ func ratio(n uint64, msgs int) string {
 	return strconv.FormatFloat(float64(n)/float64(msgs), 'f', -1, 64)
 }
 
-// NetstackSource is the record.Source "netstack": the kernel's own count
+// NetstackSource is the source.Source "netstack": the kernel's own count
 // of TCP segments per skb on the target's ports and namespace (probe
 // probes/netstack), written to gso.csv.
 type NetstackSource struct {
@@ -393,7 +394,7 @@ type NetstackSource struct {
 	ForcePath netstack.Path
 
 	mu     sync.Mutex
-	env    *record.Env
+	env    *source.Env
 	broker *brokerNet
 	netns  uint64
 	tr     *netstack.Tracer
@@ -406,12 +407,12 @@ type NetstackSource struct {
 // NewNetstackSource returns the "netstack" source.
 func NewNetstackSource() *NetstackSource { return &NetstackSource{} }
 
-// Name implements record.Source.
+// Name implements source.Source.
 func (s *NetstackSource) Name() string { return "netstack" }
 
 // Start finds the target's ports and namespace and attaches the probe; a
-// kernel without the tracepoints or BPF gives record.ErrUnavailable.
-func (s *NetstackSource) Start(env *record.Env) error {
+// kernel without the tracepoints or BPF gives source.ErrUnavailable.
+func (s *NetstackSource) Start(env *source.Env) error {
 	b, err := findBroker(env.Target.PID)
 	if err != nil {
 		return err
@@ -430,10 +431,10 @@ func (s *NetstackSource) Start(env *record.Env) error {
 	return nil
 }
 
-// Sample implements record.Source; the histograms are read at the end.
+// Sample implements source.Source; the histograms are read at the end.
 func (s *NetstackSource) Sample(int64) {}
 
-// Watermark implements record.Source: no per-message data.
+// Watermark implements source.Source: no per-message data.
 func (s *NetstackSource) Watermark() int64 { return math.MaxInt64 }
 
 // Drain detaches the probe and reads its final counts.
@@ -486,7 +487,7 @@ type HistMeta struct {
 }
 
 // Finish writes gso.csv: direction,ifname,segs,skbs.
-func (s *NetstackSource) Finish(*record.Timeline) (record.SourceResult, error) {
+func (s *NetstackSource) Finish(*source.Timeline) (source.Result, error) {
 	s.mu.Lock()
 	drained := s.done
 	s.mu.Unlock()
@@ -497,7 +498,7 @@ func (s *NetstackSource) Finish(*record.Timeline) (record.SourceResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.tr == nil {
-		return record.SourceResult{}, errors.New("netstack probe was never started")
+		return source.Result{}, errors.New("netstack probe was never started")
 	}
 	m := NetstackMeta{
 		Path: s.tr.Path(), FallbackReason: s.tr.FallbackReason(),
@@ -506,7 +507,7 @@ func (s *NetstackSource) Finish(*record.Timeline) (record.SourceResult, error) {
 		Out:     "net:net_dev_start_xmit (as the device gets it, after software GSO), TCP source port in ports",
 		Buckets: netstack.Buckets, Stats: s.stats,
 	}
-	res := record.SourceResult{Meta: &m}
+	res := source.Result{Meta: &m}
 	add := func(n uint64, format string, args ...any) {
 		if n > 0 {
 			res.Warnings = append(res.Warnings, fmt.Sprintf(format, args...))

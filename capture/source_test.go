@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
@@ -29,9 +31,9 @@ import (
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes/netstack"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 	"golang.org/x/sys/unix"
 )
 
@@ -160,7 +162,7 @@ func TestRecordNATS(t *testing.T) {
 	srv := testbroker.StartNATS(t)
 	_, portStr, _ := net.SplitHostPort(srv.Addr)
 	port, _ := strconv.Atoi(portStr)
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +179,7 @@ func TestRecordNATS(t *testing.T) {
 	go func() {
 		var err error
 		res, err = record.Run(ctx, record.Config{Target: proc, Out: rec, Window: 50 * time.Millisecond, Live: w,
-			Sources: []record.Source{NewSource(SourceOptions{PcapPath: pcap}), NewNetstackSource()}})
+			Sources: []source.Source{NewSource(SourceOptions{PcapPath: pcap}), NewNetstackSource()}})
 		done <- err
 	}()
 	select {
@@ -341,20 +343,20 @@ func waitClosed(t *testing.T, pid, port int) {
 func TestIfaceBadInput(t *testing.T) {
 	needRoot(t)
 	srv := testbroker.StartNATS(t)
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := NewSource(SourceOptions{Ifaces: []string{"nosuch0"}})
-	err = src.Start(&record.Env{Target: proc, Out: t.TempDir(), Window: time.Second})
+	err = src.Start(&source.Env{Target: proc, Out: t.TempDir(), Window: time.Second})
 	want := fmt.Sprintf(`interface "nosuch0" does not exist in network namespace /proc/%d/ns/net (have: lo`, srv.PID())
-	if err == nil || errors.Is(err, record.ErrUnavailable) || !IsBadInput(err) ||
+	if err == nil || errors.Is(err, source.ErrUnavailable) || !IsBadInput(err) ||
 		!strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("Start: %v, want one line starting %q", err, want)
 	}
 	// Through a recording: the command fails with the source's name.
 	_, err = record.Run(context.Background(), record.Config{Target: proc, Out: t.TempDir(), Duration: time.Second,
-		Sources: []record.Source{NewSource(SourceOptions{Ifaces: []string{"nosuch0"}})}})
+		Sources: []source.Source{NewSource(SourceOptions{Ifaces: []string{"nosuch0"}})}})
 	if err == nil || !strings.HasPrefix(err.Error(), "capture: "+want) {
 		t.Fatalf("record: %v", err)
 	}
@@ -411,13 +413,13 @@ func TestUnavailable(t *testing.T) {
 	needRoot(t)
 	ns := newNetns(t, "nolo", true)
 	pid := startNATSIn(t, ns, "0.0.0.0", 4333)
-	proc, err := target.ByPID(pid)
+	proc, err := process.ByPID(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	_, err = record.Run(context.Background(), record.Config{Target: proc, Out: dir, Duration: 300 * time.Millisecond,
-		Sources: []record.Source{NewSource(SourceOptions{}), NewNetstackSource()}})
+		Sources: []source.Source{NewSource(SourceOptions{}), NewNetstackSource()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -442,14 +444,14 @@ func TestUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
-	sp, err := target.ByPID(sleep.Process.Pid)
+	sp, err := process.ByPID(sleep.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, src := range []record.Source{NewSource(SourceOptions{}), NewNetstackSource()} {
-		err := src.Start(&record.Env{Target: sp, Out: t.TempDir()})
+	for _, src := range []source.Source{NewSource(SourceOptions{}), NewNetstackSource()} {
+		err := src.Start(&source.Env{Target: sp, Out: t.TempDir()})
 		want := fmt.Sprintf("pid %d listens on no TCP port", sp.PID)
-		if !errors.Is(err, record.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) {
+		if !errors.Is(err, source.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v, want unavailable: %s", src.Name(), err, want)
 		}
 	}
@@ -656,16 +658,16 @@ func TestGSOAndGRO(t *testing.T) {
 			if !lines.Scan() || lines.Text() != "READY" {
 				t.Fatalf("broker child: %q", lines.Text())
 			}
-			proc, err := target.ByPID(child.Process.Pid)
+			proc, err := process.ByPID(child.Process.Pid)
 			if err != nil {
 				t.Fatal(err)
 			}
 			dir := t.TempDir()
-			env := &record.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}
+			env := &source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}
 			capt := NewSource(SourceOptions{})
 			ns := NewNetstackSource()
 			ns.ForcePath = tc.path
-			for _, s := range []record.Source{capt, ns} {
+			for _, s := range []source.Source{capt, ns} {
 				if err := s.Start(env); err != nil {
 					t.Fatalf("%s: %v", s.Name(), err)
 				}
@@ -692,14 +694,14 @@ func TestGSOAndGRO(t *testing.T) {
 			}
 			ci := tcpInfo(t, c) // TIME_WAIT: every segment sent
 			capt.Sample(monotime.Now())
-			for _, s := range []record.Source{capt, ns} {
+			for _, s := range []source.Source{capt, ns} {
 				if err := s.Drain(); err != nil {
 					t.Fatal(err)
 				}
 			}
-			var metas [2]record.SourceResult
-			for i, s := range []record.Source{capt, ns} {
-				if metas[i], err = s.Finish(&record.Timeline{}); err != nil {
+			var metas [2]source.Result
+			for i, s := range []source.Source{capt, ns} {
+				if metas[i], err = s.Finish(&source.Timeline{}); err != nil {
 					t.Fatalf("%s: %v", s.Name(), err)
 				}
 				if len(metas[i].Warnings) > 0 {
@@ -834,17 +836,17 @@ func TestBigTCPv6(t *testing.T) {
 	if !lines.Scan() || lines.Text() != "READY" {
 		t.Fatalf("broker child: %q", lines.Text())
 	}
-	proc, err := target.ByPID(child.Process.Pid)
+	proc, err := process.ByPID(child.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// libpcap's "tcp" does not look past a hop-by-hop header either: take
 	// all IPv6, the namespace has nothing else.
 	td := startTcpdump(t, ns, "lo", port, filepath.Join(dir, "tcpdump.pcap"), "ip6")
-	env := &record.Env{Target: proc, Out: dir, Window: time.Second}
+	env := &source.Env{Target: proc, Out: dir, Window: time.Second}
 	pcap := filepath.Join(dir, "big.pcapng")
 	capt, nsrc := NewSource(SourceOptions{PcapPath: pcap}), NewNetstackSource()
-	for _, s := range []record.Source{capt, nsrc} {
+	for _, s := range []source.Source{capt, nsrc} {
 		if err := s.Start(env); err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}
@@ -861,12 +863,12 @@ func TestBigTCPv6(t *testing.T) {
 	}
 	fmt.Sscanf(lines.Text(), "received=%d segs_out=%d retrans=%d", &received, &brokerSegs, &retrans)
 	ci := tcpInfo(t, c)
-	var res [2]record.SourceResult
-	for i, s := range []record.Source{capt, nsrc} {
+	var res [2]source.Result
+	for i, s := range []source.Source{capt, nsrc} {
 		if err := s.Drain(); err != nil {
 			t.Fatal(err)
 		}
-		if res[i], err = s.Finish(&record.Timeline{}); err != nil || len(res[i].Warnings) > 0 {
+		if res[i], err = s.Finish(&source.Timeline{}); err != nil || len(res[i].Warnings) > 0 {
 			t.Fatalf("%s: %v %q", s.Name(), err, res[i].Warnings)
 		}
 	}

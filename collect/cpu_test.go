@@ -14,9 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/brokertrace/brokertrace/monotime"
-	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/process"
 )
 
 // The CPU source is tested against the kernel: a CPU-burning process in a
@@ -56,7 +57,7 @@ func newGroup(t *testing.T, opts GroupOptions) *Group {
 }
 
 // startBusy starts a single-threaded CPU burner, in g unless g is nil.
-func startBusy(t *testing.T, g *Group) *target.Process {
+func startBusy(t *testing.T, g *Group) *process.Process {
 	t.Helper()
 	cmd := exec.Command("sha256sum", "/dev/zero")
 	var err error
@@ -72,7 +73,7 @@ func startBusy(t *testing.T, g *Group) *target.Process {
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	proc, err := target.ByPID(cmd.Process.Pid)
+	proc, err := process.ByPID(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,21 +86,21 @@ func startBusy(t *testing.T, g *Group) *target.Process {
 // recording is what a run of the source left.
 type recording struct {
 	dir     string
-	res     record.SourceResult
+	res     source.Result
 	meta    CPUMeta
 	windows []map[string]string
 	perMsg  []map[string]string
 	cores   []map[string]string
-	tl      *record.Timeline
+	tl      *source.Timeline
 }
 
 // runSource runs the source over proc for n windows of 100 ms. The
 // timeline has a message leaving (and entering) every millisecond.
-func runSource(t *testing.T, proc *target.Process, opts Options, n int) *recording {
+func runSource(t *testing.T, proc *process.Process, opts Options, n int) *recording {
 	t.Helper()
 	dir := t.TempDir()
 	src := NewSource(opts)
-	env := &record.Env{Target: proc, Out: dir, Start: monotime.Now(), Window: 100 * time.Millisecond}
+	env := &source.Env{Target: proc, Out: dir, Start: monotime.Now(), Window: 100 * time.Millisecond}
 	if err := src.Start(env); err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -113,7 +114,7 @@ func runSource(t *testing.T, proc *target.Process, opts Options, n int) *recordi
 	if err := src.Drain(); err != nil {
 		t.Fatal(err)
 	}
-	tl := &record.Timeline{}
+	tl := &source.Timeline{}
 	for ts := begin - int64(50*time.Millisecond); ts < end+int64(50*time.Millisecond); ts += int64(time.Millisecond) {
 		tl.In = append(tl.In, ts)
 		tl.Out = append(tl.Out, ts+1000)
@@ -572,13 +573,13 @@ func TestTargetExits(t *testing.T) {
 	}
 	defer cmd.Wait()
 	defer cmd.Process.Kill()
-	proc, err := target.ByPID(cmd.Process.Pid)
+	proc, err := process.ByPID(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
 	src := NewSource(Options{})
 	dir := t.TempDir()
-	if err := src.Start(&record.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}); err != nil {
+	if err := src.Start(&source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -589,7 +590,7 @@ func TestTargetExits(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	src.Sample(0)
 	src.Drain()
-	res, err := src.Finish(&record.Timeline{})
+	res, err := src.Finish(&source.Timeline{})
 	if err != nil {
 		t.Fatal(err)
 	}

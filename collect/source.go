@@ -12,10 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/prometheus/procfs"
 
 	"github.com/brokertrace/brokertrace/monotime"
-	"github.com/brokertrace/brokertrace/record"
 )
 
 // Files the CPU source writes into the recording directory.
@@ -44,7 +45,7 @@ type Options struct {
 	cgroupPath string
 }
 
-// Source is the "cpu" record.Source: it reads the broker's cgroup CPU time,
+// Source is the "cpu" source.Source: it reads the broker's cgroup CPU time,
 // its /proc/PID/stat and per-thread schedstat, and the system-wide
 // /proc/stat at the start, every window and at the end, and writes
 // cpu.csv (one row per window), cpu_per_msg.csv (the ZeroMQ C_n, every
@@ -59,7 +60,7 @@ type Options struct {
 // Watermark is a constant, safe from any goroutine.
 type Source struct {
 	opts    Options
-	env     *record.Env
+	env     *source.Env
 	proc    *procReader
 	fs      procfs.FS
 	cg      cgroupReader
@@ -118,21 +119,21 @@ func NewSource(opts Options) *Source {
 	return &Source{opts: opts, fails: map[string]int{}, trailing: map[string]int{}, lastErr: map[string]error{}}
 }
 
-// Name implements record.Source.
+// Name implements source.Source.
 func (s *Source) Name() string { return "cpu" }
 
-// Watermark implements record.Source: the source has no per-message events.
+// Watermark implements source.Source: the source has no per-message events.
 func (s *Source) Watermark() int64 { return math.MaxInt64 }
 
 // Start takes the first reading. What cannot be read — the cgroup on a host
 // without CPU accounting or with the target in the root cgroup, schedstat on
 // a kernel without it — is left out and listed in meta.json; only when
 // nothing at all can be read is the source unavailable.
-func (s *Source) Start(env *record.Env) error {
+func (s *Source) Start(env *source.Env) error {
 	s.env = env
 	fs, err := procfs.NewFS(procfs.DefaultMountPoint)
 	if err != nil {
-		return fmt.Errorf("%w: %v", record.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
 	}
 	s.fs = fs
 	s.proc = newProcReader(fs, env.Target.PID, env.Target.StartTime)
@@ -164,7 +165,7 @@ func (s *Source) Start(env *record.Env) error {
 	if s.cg == nil && !first.runOK && !first.statOK && !first.systemOK {
 		f.Close()
 		os.Remove(f.Name())
-		return fmt.Errorf("%w: %s", record.ErrUnavailable, strings.Join(s.missing, "; "))
+		return fmt.Errorf("%w: %s", source.ErrUnavailable, strings.Join(s.missing, "; "))
 	}
 	switch {
 	case first.cgOK:
@@ -278,7 +279,7 @@ func (s *Source) flushCores() {
 	s.perPrev, s.tPrev = nil, 0 // written
 }
 
-// Sample implements record.Source. The window ends when the counters are
+// Sample implements source.Source. The window ends when the counters are
 // read, not at now: the rows' times are those of the readings.
 func (s *Source) Sample(now int64) {
 	if s.drained {
@@ -287,7 +288,7 @@ func (s *Source) Sample(now int64) {
 	s.add(s.read())
 }
 
-// Drain implements record.Source: the recording has taken its last sample.
+// Drain implements source.Source: the recording has taken its last sample.
 func (s *Source) Drain() error {
 	s.drained = true
 	return nil
@@ -373,8 +374,8 @@ func (s *Source) delta(ok func(*reading) bool, v func(*reading) int64) *int64 {
 }
 
 // Finish writes cpu.csv and cpu_per_msg.csv and closes cpu_cores.csv.
-func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
-	res := record.SourceResult{Files: []string{CPUFile, CPUPerMsgFile, CPUCoresFile}}
+func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
+	res := source.Result{Files: []string{CPUFile, CPUPerMsgFile, CPUCoresFile}}
 	meta := CPUMeta{
 		Cgroup: s.info, Missing: s.missing, BrokerCPUSource: s.brokerSrc, PerMsgSource: s.perMsgSrc,
 		Every: s.opts.Every, Samples: len(s.readings), Reads: s.reads, Failures: s.fails,
@@ -476,13 +477,13 @@ func (s *Source) summary(m *CPUMeta, broker *int64) string {
 		}
 	}
 	if v := m.Totals.BrokerNsPerMsgIn; v != nil {
-		parts = append(parts, fmt.Sprintf("%s broker CPU per message", record.FormatNs(int64(*v))))
+		parts = append(parts, fmt.Sprintf("%s broker CPU per message", source.FormatNs(int64(*v))))
 	}
 	return strings.Join(parts, ", ")
 }
 
 // writeWindows writes cpu.csv.
-func (s *Source) writeWindows(tl *record.Timeline) error {
+func (s *Source) writeWindows(tl *source.Timeline) error {
 	f, err := os.Create(filepath.Join(s.env.Out, CPUFile))
 	if err != nil {
 		return err
@@ -549,7 +550,7 @@ func (s *Source) writeWindows(tl *record.Timeline) error {
 // the broker, the broker's cumulative CPU U_n at the time T_n it left,
 // interpolated linearly between the readings around T_n, and the ZeroMQ
 // C_n = (U_n − U_{n−Every}) / (T_n − T_{n−Every}).
-func (s *Source) writePerMsg(tl *record.Timeline) (rows, skipped int, err error) {
+func (s *Source) writePerMsg(tl *source.Timeline) (rows, skipped int, err error) {
 	f, err := os.Create(filepath.Join(s.env.Out, CPUPerMsgFile))
 	if err != nil {
 		return 0, 0, err

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Message is one copy of a message leaving the broker.
@@ -29,17 +30,19 @@ type Message struct {
 // Latency is the time the message spent inside the broker.
 func (m *Message) Latency() int64 { return m.TOut - m.TIn }
 
-// Counts are what the matcher saw; nothing it could not match is dropped
-// without being counted here.
-type Counts struct {
-	MarkersIn    uint64 `json:"markers_in"`     // markers read by the broker
-	MarkersOut   uint64 `json:"markers_out"`    // markers written by the broker
-	Messages     uint64 `json:"messages"`       // distinct ids read
-	Copies       uint64 `json:"copies_out"`     // rows: markers written whose id was read before
-	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts)
-	OutWithoutIn uint64 `json:"out_without_in"` // an id written that was never read
-	InWithoutOut uint64 `json:"in_without_out"` // ids read and never written (final after Finish)
+// Row is the message as messages.csv records it.
+func (m *Message) Row() recfile.Message {
+	return recfile.Message{
+		ID: m.ID, TIn: m.TIn, TOut: m.TOut, Latency: m.Latency(),
+		InTID: m.InTID, OutTID: m.OutTID,
+		InLPort: m.InConn.LocalPort, InRPort: m.InConn.RemotePort,
+		OutLPort: m.OutConn.LocalPort, OutRPort: m.OutConn.RemotePort,
+		Copy: m.Copy,
+	}
 }
+
+// Counts are what the matcher saw, as meta.json records them.
+type Counts = recfile.MessageCounts
 
 type inRec struct {
 	t    int64

@@ -231,7 +231,7 @@ func TestDriverOptionErrors(t *testing.T) {
 // messages with the real send loop.
 func newDriverProducer(tb testing.TB, url, subject string, n int) *producer {
 	tb.Helper()
-	cfg := Config{URL: url, Subject: subject, Count: n}.withDefaults()
+	cfg := withDefaults(Config{URL: url, Subject: subject, Count: n})
 	u, dial, err := parseURL(cfg.URL)
 	if err != nil {
 		tb.Fatal(err)

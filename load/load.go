@@ -24,6 +24,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Error kinds; test with errors.Is.
@@ -49,46 +50,12 @@ const (
 // all allocated up front.
 const MaxMessages = 50_000_000
 
-// Config describes one run. Zero fields take the defaults above.
-type Config struct {
-	URL     string `json:"url"`
-	Subject string `json:"subject"`
-	// Rate in messages per second; 0 sends as fast as possible (Count is
-	// then required, since per-message slots are preallocated).
-	Rate float64 `json:"rate"`
-	// Count stops the run after this many messages; Duration stops it when
-	// that much time has passed since the start. With both, the first
-	// reached wins; at least one is required.
-	Count    int           `json:"count"`
-	Duration time.Duration `json:"duration_ns"`
-	// Warmup marks messages intended within this time of the start; they
-	// are sent, received and written like the others but left out of the
-	// latency summary.
-	Warmup time.Duration `json:"warmup_ns"`
-	// Drain is how long to wait after the last send for outstanding
-	// messages before they are counted missing.
-	Drain time.Duration `json:"drain_ns"`
-	// Size is the body size in bytes, marker included (minimum marker.Len).
-	Size int `json:"size"`
-	// Pattern is PatternRegular (default) or PatternBursty.
-	Pattern string `json:"pattern"`
-	// Burst is the number of messages per burst for PatternBursty.
-	Burst int `json:"burst"`
-	// IDBase is the first message id; 0 derives one from the wall clock
-	// (microseconds << 12), so runs started at different times do not reuse
-	// ids unless one sends more than 4096 messages per microsecond between
-	// them.
-	IDBase uint64 `json:"id_base"`
-	// LateAfter is how far behind its intended time a send must be to count
-	// as late; smaller delays are scheduler noise.
-	LateAfter time.Duration `json:"late_after_ns"`
-	// Out is the directory the CLI writes files to; Run ignores it (see
-	// Result.WriteFiles).
-	Out string `json:"out,omitempty"`
-}
+// Config is what a run is asked to do; load.json records it as its
+// options.
+type Config = recfile.LoadOptions
 
 // withDefaults fills zero fields.
-func (c Config) withDefaults() Config {
+func withDefaults(c Config) Config {
 	if c.URL == "" {
 		c.URL = DefaultURL
 	}
@@ -118,7 +85,7 @@ func (c Config) withDefaults() Config {
 
 // capacity returns how many messages the run may send at most, for
 // preallocation. It assumes validate passed.
-func (c Config) capacity() int {
+func capacity(c Config) int {
 	n := c.Count
 	if c.Duration > 0 && c.Rate > 0 {
 		slots := int64(float64(c.Duration.Nanoseconds())*c.Rate/1e9) + int64(c.Burst) + 1
@@ -129,7 +96,7 @@ func (c Config) capacity() int {
 	return n
 }
 
-func (c Config) validate() error {
+func validate(c Config) error {
 	switch {
 	case c.Rate < 0 || c.Rate != c.Rate:
 		return configErrorf("rate %v msg/s is invalid: give a rate > 0, or 0 for as fast as possible", c.Rate)
@@ -156,11 +123,11 @@ func (c Config) validate() error {
 	case c.Burst < 1:
 		return configErrorf("burst %d is invalid: give a number of messages ≥ 1", c.Burst)
 	}
-	if n := c.capacity(); n > MaxMessages {
+	if n := capacity(c); n > MaxMessages {
 		return configErrorf("run would send up to %d messages, more than the %d kept per run: lower count, rate or duration", n, MaxMessages)
 	}
-	if c.IDBase+uint64(c.capacity()) < c.IDBase {
-		return configErrorf("id base %d leaves no room for %d ids before 2^64: use a smaller id base", c.IDBase, c.capacity())
+	if c.IDBase+uint64(capacity(c)) < c.IDBase {
+		return configErrorf("id base %d leaves no room for %d ids before 2^64: use a smaller id base", c.IDBase, capacity(c))
 	}
 	return nil
 }
@@ -313,15 +280,15 @@ func (p *producer) plannedTotal(i int, end int64) int {
 // starts return a nil Result; they wrap ErrConfig or ErrUnreachable where
 // that is the cause.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	cfg = cfg.withDefaults()
-	if err := cfg.validate(); err != nil {
+	cfg = withDefaults(cfg)
+	if err := validate(cfg); err != nil {
 		return nil, err
 	}
 	u, dial, err := parseURL(cfg.URL)
 	if err != nil {
 		return nil, err
 	}
-	n := cfg.capacity()
+	n := capacity(cfg)
 
 	cons := &consumer{idBase: cfg.IDBase, recv: make([]int64, n)}
 	cdrv, err := dial(ctx, u, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "consumer"})

@@ -506,7 +506,7 @@ func TestSendPathDoesNotAllocate(t *testing.T) {
 // newBenchProducer connects a producer ready to send n unpaced messages.
 func newBenchProducer(tb testing.TB, addr string, n int) *producer {
 	tb.Helper()
-	cfg := Config{URL: "nats://" + addr, Subject: "bt.bench", Count: n}.withDefaults()
+	cfg := withDefaults(Config{URL: "nats://" + addr, Subject: "bt.bench", Count: n})
 	drv, err := dialNATS(context.Background(), mustURL(tb, cfg.URL), DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "producer"})
 	if err != nil {
 		tb.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Result is what a run did. Per-message slices are indexed by i, the
@@ -80,70 +81,10 @@ func (r *Result) IsWarmup(i int) bool {
 }
 
 // Summary is the run's report: load.json, and the CLI's --json output.
-type Summary struct {
-	Options  Config `json:"options"`
-	Driver   string `json:"driver"`
-	URL      string `json:"url"`
-	StartNs  int64  `json:"start_ns"`
-	SendEnd  int64  `json:"send_end_ns"`
-	EndNs    int64  `json:"end_ns"`
-	FirstID  uint64 `json:"first_id"`
-	LastID   uint64 `json:"last_id,omitempty"` // of the last message sent
-	IDFormat string `json:"id_format"`
+type Summary = recfile.LoadSummary
 
-	Planned       int      `json:"planned"`
-	Sent          int      `json:"sent"`
-	Received      int      `json:"received"`
-	Missing       int      `json:"missing"`
-	MissingIDs    []uint64 `json:"missing_ids_first,omitempty"` // at most 100
-	Duplicates    int      `json:"duplicates"`
-	Unexpected    int      `json:"unexpected"`
-	Unmarked      int      `json:"unmarked"`
-	ClientDropped int      `json:"client_dropped"`
-	Warmup        int      `json:"warmup_messages"`
-	Interrupted   bool     `json:"interrupted"`
-	Behind        bool     `json:"ended_behind_schedule"`
-	Error         string   `json:"error,omitempty"`
-
-	// AskedRate is Config.Rate (0: as fast as possible). AchievedRate is
-	// the rate the sends actually kept: for a paced run, the asked rate
-	// scaled by intended span / actual span of the sends; for an unpaced
-	// one, messages per second between first and last send.
-	AskedRate    float64 `json:"asked_rate"`
-	AchievedRate float64 `json:"achieved_rate"`
-	// ShortfallPct is how far the achieved rate fell below the asked one,
-	// in percent (0 when it kept up or no rate was asked).
-	ShortfallPct float64 `json:"shortfall_pct"`
-	Unsent       int     `json:"unsent"` // Planned - Sent
-
-	// Lateness is t_send - t_intended; a send later than LateAfter counts.
-	LateAfterNs   int64 `json:"late_after_ns"`
-	LateSends     int   `json:"late_sends"`
-	MaxLatenessNs int64 `json:"max_lateness_ns"`
-	Lateness      Stats `json:"lateness"`
-
-	// End-to-end latency of received non-warm-up messages: from the
-	// intended send time (what a user of an open-loop system waits) and
-	// from the actual send.
-	LatencyFromIntended Stats `json:"e2e_from_intended"`
-	LatencyFromSend     Stats `json:"e2e_from_send"`
-}
-
-// Stats are percentiles of a set of ns durations, from an HdrHistogram with
-// 3 significant digits; MinNs and MaxNs are exact.
-type Stats struct {
-	Count  int64   `json:"count"`
-	MinNs  int64   `json:"min_ns"`
-	P50Ns  int64   `json:"p50_ns"`
-	P90Ns  int64   `json:"p90_ns"`
-	P99Ns  int64   `json:"p99_ns"`
-	P999Ns int64   `json:"p999_ns"`
-	MaxNs  int64   `json:"max_ns"`
-	MeanNs float64 `json:"mean_ns"`
-	// Clamped counts values above the histogram's range (1 hour), recorded
-	// as that maximum.
-	Clamped int64 `json:"clamped,omitempty"`
-}
+// Stats are percentiles of a set of ns durations.
+type Stats = recfile.LatencyStats
 
 const histMax = int64(3600e9)
 

@@ -1,9 +1,5 @@
 package recfile
 
-import (
-	"github.com/brokertrace/brokertrace/correlate"
-	"github.com/brokertrace/brokertrace/probes/sockio"
-)
 
 // Meta is meta.json: everything needed to interpret and trust a recording.
 type Meta struct {
@@ -29,7 +25,7 @@ type Meta struct {
 	// it could not run.
 	Sources map[string]SourceMeta `json:"sources"`
 
-	Messages correlate.Counts `json:"messages"`
+	Messages MessageCounts `json:"messages"`
 	Rows     int64            `json:"rows"`
 	Files    []string         `json:"files"`
 	// Warnings lists every known loss or gap in plain words; empty when the
@@ -62,7 +58,7 @@ type Probe struct {
 	Hooks     []string     `json:"hooks"`
 	ScanLimit int          `json:"scan_limit_bytes"`
 	RingSize  int          `json:"ring_buffer_bytes"`
-	Stats     sockio.Stats `json:"counters"`
+	Stats     SocketCounters `json:"counters"`
 }
 
 // SourceMeta is a source's entry in meta.json.
@@ -73,4 +69,34 @@ type SourceMeta struct {
 	Error  string   `json:"error,omitempty"`
 	Files  []string `json:"files,omitempty"`
 	Meta   any      `json:"meta,omitempty"`
+}
+
+// MessageCounts are what the matcher of reads and writes saw; nothing it
+// could not match is dropped without being counted here.
+type MessageCounts struct {
+	MarkersIn    uint64 `json:"markers_in"`     // markers read by the broker
+	MarkersOut   uint64 `json:"markers_out"`    // markers written by the broker
+	Messages     uint64 `json:"messages"`       // distinct ids read
+	Copies       uint64 `json:"copies_out"`     // rows: markers written whose id was read before
+	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts)
+	OutWithoutIn uint64 `json:"out_without_in"` // an id written that was never read
+	InWithoutOut uint64 `json:"in_without_out"` // ids read and never written (final after Finish)
+}
+
+// SocketCounters are the socket-I/O probe's counters, summed over CPUs;
+// [2] arrays are [in, out].
+type SocketCounters struct {
+	Calls          [2]uint64 `json:"calls"`             // traced TCP socket calls
+	Bytes          [2]uint64 `json:"bytes"`             // bytes they moved
+	Scanned        [2]uint64 `json:"bytes_scanned"`     // bytes scanned for markers
+	Unscanned      [2]uint64 `json:"bytes_unscanned"`   // beyond the scan or iovec limit
+	FaultBytes     [2]uint64 `json:"bytes_faulted"`     // user memory that could not be read
+	OtherCalls     [2]uint64 `json:"other_calls"`       // calls that cannot be scanned (sendfile, io_uring…)
+	OtherBytes     [2]uint64 `json:"other_bytes"`       // bytes those calls moved
+	Markers        [2]uint64 `json:"markers"`           // markers found
+	Peeks          uint64    `json:"peeks"`             // MSG_PEEK/TRUNC/ERRQUEUE reads, not scanned
+	Events         uint64    `json:"events"`            // events written to the ring buffer
+	DroppedEvents  uint64    `json:"dropped_events"`    // events lost because the ring buffer was full
+	DroppedMarkers uint64    `json:"dropped_markers"`   // markers in those events
+	Missed         uint64    `json:"missed_recursions"` // program runs the kernel skipped (recursion on a CPU)
 }

@@ -7,16 +7,13 @@ package recfile
 
 import (
 	"bufio"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
-
-	"github.com/brokertrace/brokertrace/correlate"
+	"strings"
 )
 
 // File names inside a recording directory.
@@ -25,40 +22,46 @@ const (
 	MetaFile     = "meta.json"
 )
 
-// MessageColumns is the header row of messages.csv.
-var MessageColumns = []string{
-	"id", "t_in_ns", "t_out_ns", "latency_ns", "in_tid", "out_tid",
-	"in_lport", "in_rport", "out_lport", "out_rport", "copy",
+// Message is one row of messages.csv: one copy of a message leaving the
+// broker. Sources add their own columns after these (see MessageWriter).
+type Message struct {
+	ID       uint64 `csv:"id"`
+	TIn      int64  `csv:"t_in_ns"`    // CLOCK_MONOTONIC ns: the read that completed the marker returned
+	TOut     int64  `csv:"t_out_ns"`   // CLOCK_MONOTONIC ns: the write that completed the marker was done
+	Latency  int64  `csv:"latency_ns"` // TOut − TIn, the time inside the broker
+	InTID    uint32 `csv:"in_tid"`
+	OutTID   uint32 `csv:"out_tid"`
+	InLPort  uint16 `csv:"in_lport"`
+	InRPort  uint16 `csv:"in_rport"`
+	OutLPort uint16 `csv:"out_lport"`
+	OutRPort uint16 `csv:"out_rport"`
+	// Copy numbers the copies of one message that left, from 1.
+	Copy uint32 `csv:"copy"`
 }
+
+// MessageColumns is the header row of messages.csv without the sources'
+// columns.
+var MessageColumns = Columns[Message]()
 
 // MessageWriter streams messages.csv. It writes the header row when it is
 // created, so even a recording that saw no message leaves a valid file.
 type MessageWriter struct {
-	f     *os.File
-	w     *bufio.Writer
-	buf   []byte
-	n     int64
-	extra func(dst []byte, m *correlate.Message) []byte
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+	n   int64
 }
 
 // CreateMessages creates dir/messages.csv, failing early (before any probe
-// is attached) when the directory cannot be written.
-//
-// extraColumns and extra add columns after MessageColumns: extra appends
-// one comma-led value per extra column for each row.
-func CreateMessages(dir string, extraColumns []string, extra func(dst []byte, m *correlate.Message) []byte) (*MessageWriter, error) {
+// is attached) when the directory cannot be written. extraColumns follow
+// MessageColumns; Write is given their values.
+func CreateMessages(dir string, extraColumns []string) (*MessageWriter, error) {
 	f, err := os.Create(filepath.Join(dir, MessagesFile))
 	if err != nil {
 		return nil, err
 	}
-	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10), extra: extra}
-	for i, c := range append(slices.Clone(MessageColumns), extraColumns...) {
-		if i > 0 {
-			mw.w.WriteByte(',')
-		}
-		mw.w.WriteString(c)
-	}
-	mw.w.WriteByte('\n')
+	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10)}
+	mw.w.WriteString(strings.Join(slices.Concat(MessageColumns, extraColumns), ",") + "\n")
 	if err := mw.w.Flush(); err != nil {
 		f.Close()
 		return nil, err
@@ -66,30 +69,32 @@ func CreateMessages(dir string, extraColumns []string, extra func(dst []byte, m 
 	return mw, nil
 }
 
-// Write appends one row without allocating.
-func (mw *MessageWriter) Write(m *correlate.Message) error {
-	b := mw.buf[:0]
-	b = strconv.AppendUint(b, m.ID, 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, m.TIn, 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, m.TOut, 10)
-	b = append(b, ',')
-	b = strconv.AppendInt(b, m.Latency(), 10)
-	for _, v := range [...]uint64{uint64(m.InTID), uint64(m.OutTID),
-		uint64(m.InConn.LocalPort), uint64(m.InConn.RemotePort),
-		uint64(m.OutConn.LocalPort), uint64(m.OutConn.RemotePort), uint64(m.Copy)} {
-		b = append(b, ',')
-		b = strconv.AppendUint(b, v, 10)
-	}
-	if mw.extra != nil {
-		b = mw.extra(b, m)
-	}
+// Write appends one row without allocating; extra holds the values of the
+// extra columns, each preceded by a comma.
+func (mw *MessageWriter) Write(m *Message, extra []byte) error {
+	b := appendMessage(mw.buf[:0], m)
+	b = append(b, extra...)
 	b = append(b, '\n')
 	mw.buf = b
 	mw.n++
 	_, err := mw.w.Write(b)
 	return err
+}
+
+// appendMessage is AppendRow for Message without reflection: it runs for
+// every message of a recording. A test holds the two equal.
+func appendMessage(b []byte, m *Message) []byte {
+	b = strconv.AppendUint(b, m.ID, 10)
+	for _, v := range [...]int64{m.TIn, m.TOut, m.Latency} {
+		b = append(b, ',')
+		b = strconv.AppendInt(b, v, 10)
+	}
+	for _, v := range [...]uint64{uint64(m.InTID), uint64(m.OutTID),
+		uint64(m.InLPort), uint64(m.InRPort), uint64(m.OutLPort), uint64(m.OutRPort), uint64(m.Copy)} {
+		b = append(b, ',')
+		b = strconv.AppendUint(b, v, 10)
+	}
+	return b
 }
 
 // Rows is the number of rows written.
@@ -108,9 +113,9 @@ func (mw *MessageWriter) Close() error {
 }
 
 // ReadMessages reads a messages.csv back into memory.
-func ReadMessages(path string) ([]correlate.Message, error) {
-	var out []correlate.Message
-	err := ScanMessages(path, func(m *correlate.Message) error {
+func ReadMessages(path string) ([]Message, error) {
+	var out []Message
+	err := ScanMessages(path, func(m *Message) error {
 		out = append(out, *m)
 		return nil
 	})
@@ -120,65 +125,18 @@ func ReadMessages(path string) ([]correlate.Message, error) {
 // ScanMessages streams a messages.csv row by row, in constant memory: fn
 // gets each row (the *Message is reused) and may stop the scan by
 // returning an error, which ScanMessages returns. Extra columns (from the
-// recording's sources) are ignored.
-func ScanMessages(path string, fn func(*correlate.Message) error) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	r := csv.NewReader(bufio.NewReaderSize(f, 1<<20))
-	r.ReuseRecord = true
-	hdr, err := r.Read()
-	if err != nil {
-		return fmt.Errorf("%s: reading header: %w", path, err)
-	}
-	col := map[string]int{}
-	for i, h := range hdr {
-		col[h] = i
-	}
-	idx := make([]int, len(MessageColumns))
-	for i, c := range MessageColumns {
-		k, ok := col[c]
-		if !ok {
-			return fmt.Errorf("%s: no column %q", path, c)
+// recording's sources) are ignored; a value that does not fit its column's
+// type (a port above 65535) and a latency_ns other than t_out_ns − t_in_ns
+// are errors.
+func ScanMessages(path string, fn func(*Message) error) error {
+	line := 1
+	return ScanTable(path, func(m *Message) error {
+		line++
+		if m.Latency != m.TOut-m.TIn {
+			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, m.Latency)
 		}
-		idx[i] = k
-	}
-	var m correlate.Message
-	var v [11]uint64
-	for line := 2; ; line++ {
-		rec, err := r.Read()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		for i, k := range idx {
-			field := rec[k]
-			if i >= 1 && i <= 3 { // times and latency may in principle be negative
-				var x int64
-				x, err = strconv.ParseInt(field, 10, 64)
-				v[i] = uint64(x)
-			} else {
-				v[i], err = strconv.ParseUint(field, 10, 64)
-			}
-			if err != nil {
-				return fmt.Errorf("%s:%d: column %s: %w", path, line, MessageColumns[i], err)
-			}
-		}
-		m = correlate.Message{ID: v[0], TIn: int64(v[1]), TOut: int64(v[2]),
-			InTID: uint32(v[4]), OutTID: uint32(v[5]), Copy: uint32(v[10])}
-		m.InConn.LocalPort, m.InConn.RemotePort = uint16(v[6]), uint16(v[7])
-		m.OutConn.LocalPort, m.OutConn.RemotePort = uint16(v[8]), uint16(v[9])
-		if lat := int64(v[3]); lat != m.Latency() {
-			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, lat)
-		}
-		if err := fn(&m); err != nil {
-			return err
-		}
-	}
+		return fn(m)
+	})
 }
 
 // WriteJSON writes v as indented JSON to dir/name atomically: a reader sees

@@ -6,22 +6,20 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/brokertrace/brokertrace/correlate"
-	"github.com/brokertrace/brokertrace/events"
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	mw, err := CreateMessages(dir, nil, nil)
+	mw, err := CreateMessages(dir, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []correlate.Message{
-		{ID: 1<<63 + 1, TIn: 100, TOut: 250, InTID: 3, OutTID: 4, InConn: events.Conn{LocalPort: 4222, RemotePort: 5000}, OutConn: events.Conn{LocalPort: 4222, RemotePort: 5001}, Copy: 1},
-		{ID: 2, TIn: 5, TOut: 6, Copy: 2},
+	want := []Message{
+		{ID: 1<<63 + 1, TIn: 100, TOut: 250, Latency: 150, InTID: 3, OutTID: 4, InLPort: 4222, InRPort: 5000, OutLPort: 4222, OutRPort: 5001, Copy: 1},
+		{ID: 2, TIn: 5, TOut: 6, Latency: 1, Copy: 2},
 	}
 	for i := range want {
-		if err := mw.Write(&want[i]); err != nil {
+		if err := mw.Write(&want[i], nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -39,7 +37,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 
 func TestEmptyMessagesHasHeader(t *testing.T) {
 	dir := t.TempDir()
-	mw, _ := CreateMessages(dir, nil, nil)
+	mw, _ := CreateMessages(dir, nil)
 	mw.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, MessagesFile))
 	if string(b) != "id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n" {
@@ -51,7 +49,7 @@ func TestEmptyMessagesHasHeader(t *testing.T) {
 }
 
 func TestCreateMessagesUnwritable(t *testing.T) {
-	if _, err := CreateMessages("/proc/version", nil, nil); err == nil {
+	if _, err := CreateMessages("/proc/version", nil); err == nil {
 		t.Fatal("no error for an unwritable directory")
 	}
 }
@@ -69,7 +67,9 @@ func FuzzReadMessages(f *testing.F) {
 			return
 		}
 		for _, r := range rows {
-			_ = r.Latency()
+			if r.Latency != r.TOut-r.TIn {
+				t.Fatalf("row %+v: latency_ns disagrees with the times", r)
+			}
 		}
 	})
 }

@@ -11,13 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 )
 
 // TestBrokers records each real broker from Debian's packages while the
@@ -76,7 +78,7 @@ func (w *attachWatch) Write(p []byte) (int, error) {
 }
 
 func recordBroker(t *testing.T, pid int, url string) {
-	proc, err := target.ByPID(pid)
+	proc, err := process.ByPID(pid)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 	go func() {
 		var err error
 		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Live: w,
-			Sources: []record.Source{sched.NewSource(sched.Options{})}})
+			Sources: []source.Source{sched.NewSource(sched.Options{})}})
 		done <- err
 	}()
 	select {
@@ -142,7 +144,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 		if !(e.send <= m.TIn && m.TIn < m.TOut && m.TIn < e.recv) {
 			t.Fatalf("id %d: send %d in %d out %d recv %d: the broker must read a message after it was sent and before it was received", m.ID, e.send, m.TIn, m.TOut, e.recv)
 		}
-		if m.Latency() >= e.recv-e.send {
+		if m.Latency >= e.recv-e.send {
 			late++ // see TestNATSLoad: the write returned after the consumer had the bytes
 		}
 	}
@@ -183,7 +185,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 	}
 	h := res.Latency
 	t.Logf("%s: %d/%d messages via %v; broker latency p50 %s p99 %s; %d threads (%d names); %s",
-		url, len(seen), len(sent), callsUsed(st), record.FormatNs(h.ValueAtQuantile(50)), record.FormatNs(h.ValueAtQuantile(99)),
+		url, len(seen), len(sent), callsUsed(st), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)),
 		len(rows)-1, len(comms), strings.Join(res.Summaries, "; "))
 }
 

@@ -22,8 +22,9 @@ import (
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // Version is stamped into meta.json.
@@ -31,7 +32,7 @@ var Version = "0.1.0-dev"
 
 // Config says what to record and where.
 type Config struct {
-	Target     *target.Process
+	Target     *process.Process
 	SelectedBy string // "pid", "port" or "name"
 	Selector   string // the value given
 	Out        string // recording directory; created if missing
@@ -46,7 +47,7 @@ type Config struct {
 	// Options is recorded verbatim in meta.json.
 	Options any
 	// Sources run beside the socket probe (scheduler, CPU, capture…).
-	Sources []Source
+	Sources []source.Source
 	// Window is the length of the windows of the sources' time series;
 	// 100 ms by default.
 	Window time.Duration
@@ -72,6 +73,52 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Target == nil {
 		return nil, errors.New("record: no target")
 	}
+	cfg.defaults()
+	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
+		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
+	}
+	r := newRecording(cfg)
+	var err error
+	if r.mw, err = recfile.CreateMessages(cfg.Out, r.columns()); err != nil {
+		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
+	}
+	r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
+	if err != nil {
+		r.mw.Close()
+		return nil, err
+	}
+	defer r.tr.Close()
+	r.meta.Probe = recfile.Probe{Path: string(r.tr.Path()), Hooks: r.tr.Hooks(), ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
+	r.meta.StartNs = monotime.Now()
+	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
+	if err := r.startSources(); err != nil {
+		r.mw.Close()
+		return nil, err
+	}
+	// The target may have exited between being found and the probes going
+	// live; a recording of a dead process would wait for nothing.
+	if !cfg.Target.Alive() {
+		r.meta.EndReason = "target-exited"
+	}
+	if cfg.Live != nil {
+		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; recording to %s\n",
+			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), cfg.Out)
+	}
+	readCtx, stopRead := context.WithCancel(context.Background())
+	readDone := make(chan error, 1)
+	go func() { readDone <- r.tr.Read(readCtx, r.add) }()
+	readErr := r.wait(ctx, readDone)
+
+	// Detach and drain: every event the kernel recorded is correlated
+	// before the files are closed.
+	stopRead()
+	if readErr == nil {
+		readErr = <-readDone
+	}
+	return r.finish(readErr)
+}
+
+func (cfg *Config) defaults() {
 	if cfg.LiveInterval <= 0 {
 		cfg.LiveInterval = time.Second
 	}
@@ -84,260 +131,277 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Window <= 0 {
 		cfg.Window = 100 * time.Millisecond
 	}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
-	}
-	var annotators []Annotator
-	var extraCols []string
-	for _, src := range cfg.Sources {
-		if a, ok := src.(Annotator); ok {
-			annotators = append(annotators, a)
-			extraCols = append(extraCols, a.Columns()...)
-		}
-	}
-	// Sources that do not start still own their columns: the fields stay
-	// empty, and the file keeps one shape whatever the host supports.
-	live := map[Annotator]bool{}
-	annotate := func(dst []byte, msg *correlate.Message) []byte {
-		for _, a := range annotators {
-			if live[a] {
-				dst = a.Annotate(dst, msg)
-			} else {
-				for range a.Columns() {
-					dst = append(dst, ',')
-				}
-			}
-		}
-		return dst
-	}
-	mw, err := recfile.CreateMessages(cfg.Out, extraCols, annotate)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
-	}
+}
 
-	meta := recfile.Meta{
-		Tool:    "brokertrace record",
-		Version: Version,
-		Host:    hostInfo(),
-		Target: recfile.Target{
-			PID: cfg.Target.PID, Comm: cfg.Target.Comm, Exe: cfg.Target.Exe,
-			Cmdline: cfg.Target.Cmdline, SelectedBy: cfg.SelectedBy, Selector: cfg.Selector,
-		},
-		Options:  cfg.Options,
-		Files:    []string{recfile.MessagesFile, recfile.MetaFile},
-		Warnings: []string{},
-		WindowNs: int64(cfg.Window),
-		Sources:  map[string]recfile.SourceMeta{},
-	}
+// recorder is one Run's state.
+type recorder struct {
+	cfg  Config
+	meta recfile.Meta
+	mw   *recfile.MessageWriter
+	tr   *sockio.Tracer
+	m    *correlate.Matcher
 
-	tr, err := sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
-	if err != nil {
-		mw.Close()
-		return nil, err
-	}
-	defer tr.Close()
-	meta.Probe = recfile.Probe{Path: string(tr.Path()), Hooks: tr.Hooks(), ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
-	meta.StartNs = monotime.Now()
-	meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
+	running []source.Source
+	// annotators add columns to messages.csv; live says which of them
+	// started. Sources that do not start still own their columns: the
+	// fields stay empty, and the file keeps one shape whatever the host
+	// supports.
+	annotators []source.Annotator
+	live       map[source.Annotator]bool
 
-	// Start the sources beside the socket probe. One that cannot run on
-	// this host is left out, and meta.json says why.
-	env := &Env{Target: cfg.Target, Out: cfg.Out, Start: meta.StartNs, Window: cfg.Window}
-	var running []Source
-	for _, src := range cfg.Sources {
-		if err := src.Start(env); err != nil {
-			if !errors.Is(err, ErrUnavailable) {
-				for _, r := range running {
-					r.Drain()
-				}
-				mw.Close()
-				return nil, fmt.Errorf("%s: %w", src.Name(), err)
-			}
-			meta.Sources[src.Name()] = recfile.SourceMeta{Status: "unavailable", Error: err.Error()}
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", src.Name(), err))
-			continue
-		}
-		running = append(running, src)
-		if a, ok := src.(Annotator); ok {
-			live[a] = true
-		}
-	}
-	watermark := func() int64 {
-		w := int64(noWatermark)
-		for _, r := range running {
-			w = min(w, r.Watermark())
-		}
-		return w
-	}
-
-	// The target may have exited between being found and the probes going
-	// live; a recording of a dead process would wait for nothing.
-	if !cfg.Target.Alive() {
-		meta.EndReason = "target-exited"
-	}
-	if cfg.Live != nil {
-		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; recording to %s\n",
-			cfg.Target.PID, cfg.Target.Comm, strings.Join(tr.Hooks(), ", "), cfg.Out)
-	}
-
-	liveStats := newLiveStats()
-	total := hdrhistogram.New(1, int64(time.Hour), 3)
-	var tl Timeline
-	var writeErr error
+	liveStats *liveStats
+	total     *hdrhistogram.Histogram
+	tl        source.Timeline
 	// Rows wait in pending until every source has read its events up to
 	// the row's t_out; only annotated sources make them wait.
-	var pending []correlate.Message
-	write := func(msg *correlate.Message) {
-		if writeErr == nil {
-			writeErr = mw.Write(msg)
-		}
-	}
-	flush := func(upTo int64) {
-		n := 0
-		for n < len(pending) && pending[n].TOut < upTo {
-			write(&pending[n])
-			n++
-		}
-		if n > 0 {
-			pending = append(pending[:0], pending[n:]...)
-		}
-	}
-	m := correlate.New(func(msg *correlate.Message) {
-		liveStats.record(msg.Latency())
-		total.RecordValue(max(msg.Latency(), 1))
-		tl.Out = append(tl.Out, msg.TOut)
-		if len(live) == 0 {
-			write(msg)
-			return
-		}
-		pending = append(pending, *msg)
-	})
-	m.FirstIn = func(t int64) { tl.In = append(tl.In, t) }
+	pending  []correlate.Message
+	extra    []byte
+	writeErr error
+}
 
-	readCtx, stopRead := context.WithCancel(context.Background())
-	readDone := make(chan error, 1)
-	go func() {
-		readDone <- tr.Read(readCtx, func(io *events.IO) {
-			m.Add(io)
-			if len(pending) > 0 {
-				flush(watermark())
+func newRecording(cfg Config) *recorder {
+	r := &recorder{
+		cfg:       cfg,
+		live:      map[source.Annotator]bool{},
+		liveStats: newLiveStats(),
+		total:     hdrhistogram.New(1, int64(time.Hour), 3),
+		meta: recfile.Meta{
+			Tool:    "brokertrace record",
+			Version: Version,
+			Host:    hostInfo(),
+			Target: recfile.Target{
+				PID: cfg.Target.PID, Comm: cfg.Target.Comm, Exe: cfg.Target.Exe,
+				Cmdline: cfg.Target.Cmdline, SelectedBy: cfg.SelectedBy, Selector: cfg.Selector,
+			},
+			Options:  cfg.Options,
+			Files:    []string{recfile.MessagesFile, recfile.MetaFile},
+			Warnings: []string{},
+			WindowNs: int64(cfg.Window),
+			Sources:  map[string]recfile.SourceMeta{},
+		},
+	}
+	for _, src := range cfg.Sources {
+		if a, ok := src.(source.Annotator); ok {
+			r.annotators = append(r.annotators, a)
+		}
+	}
+	r.m = correlate.New(r.emit)
+	r.m.FirstIn = func(t int64) { r.tl.In = append(r.tl.In, t) }
+	return r
+}
+
+// columns are the sources' columns of messages.csv.
+func (r *recorder) columns() []string {
+	var cols []string
+	for _, a := range r.annotators {
+		cols = append(cols, a.Columns()...)
+	}
+	return cols
+}
+
+// startSources starts the sources beside the socket probe. One that cannot
+// run on this host is left out, and meta.json says why; any other error
+// stops those already started.
+func (r *recorder) startSources() error {
+	env := &source.Env{Target: r.cfg.Target, Out: r.cfg.Out, Start: r.meta.StartNs, Window: r.cfg.Window}
+	for _, src := range r.cfg.Sources {
+		err := src.Start(env)
+		switch {
+		case err == nil:
+			r.running = append(r.running, src)
+			if a, ok := src.(source.Annotator); ok {
+				r.live[a] = true
 			}
-		})
-	}()
+		case errors.Is(err, source.ErrUnavailable):
+			r.meta.Sources[src.Name()] = recfile.SourceMeta{Status: "unavailable", Error: err.Error()}
+			r.meta.Warnings = append(r.meta.Warnings, fmt.Sprintf("%s: %v", src.Name(), err))
+		default:
+			for _, s := range r.running {
+				s.Drain()
+			}
+			return fmt.Errorf("%s: %w", src.Name(), err)
+		}
+	}
+	return nil
+}
 
-	// Wait for the end.
+// add takes one socket event, on the reader's goroutine.
+func (r *recorder) add(io *events.IO) {
+	r.m.Add(io)
+	if len(r.pending) > 0 {
+		r.flush(r.watermark())
+	}
+}
+
+// emit takes one matched copy of a message.
+func (r *recorder) emit(msg *correlate.Message) {
+	r.liveStats.record(msg.Latency())
+	r.total.RecordValue(max(msg.Latency(), 1))
+	r.tl.Out = append(r.tl.Out, msg.TOut)
+	if len(r.live) == 0 {
+		r.write(msg)
+		return
+	}
+	r.pending = append(r.pending, *msg)
+}
+
+func (r *recorder) watermark() int64 {
+	w := int64(source.NoWatermark)
+	for _, s := range r.running {
+		w = min(w, s.Watermark())
+	}
+	return w
+}
+
+// flush writes the pending rows that left before upTo.
+func (r *recorder) flush(upTo int64) {
+	n := 0
+	for n < len(r.pending) && r.pending[n].TOut < upTo {
+		r.write(&r.pending[n])
+		n++
+	}
+	if n > 0 {
+		r.pending = append(r.pending[:0], r.pending[n:]...)
+	}
+}
+
+func (r *recorder) write(msg *correlate.Message) {
+	if r.writeErr != nil {
+		return
+	}
+	r.extra = r.extra[:0]
+	for _, a := range r.annotators {
+		if r.live[a] {
+			r.extra = a.Annotate(r.extra, msg)
+			continue
+		}
+		for range a.Columns() {
+			r.extra = append(r.extra, ',')
+		}
+	}
+	row := msg.Row()
+	r.writeErr = r.mw.Write(&row, r.extra)
+}
+
+// wait samples the sources every window and prints the live line until the
+// recording ends, and says why in meta.EndReason. It returns the reader's
+// error when that ended it.
+func (r *recorder) wait(ctx context.Context, readDone <-chan error) error {
+	if r.meta.EndReason != "" {
+		return nil
+	}
 	endCtx, cancelEnd := context.WithCancel(ctx)
 	defer cancelEnd()
-	if cfg.Duration > 0 {
+	if r.cfg.Duration > 0 {
 		var c context.CancelFunc
-		endCtx, c = context.WithTimeout(endCtx, cfg.Duration)
+		endCtx, c = context.WithTimeout(endCtx, r.cfg.Duration)
 		defer c()
 	}
 	exited := make(chan struct{})
 	go func() {
-		if cfg.Target.WaitExit(endCtx) == nil {
+		if r.cfg.Target.WaitExit(endCtx) == nil {
 			close(exited)
 		}
 	}()
-	ticker := time.NewTicker(cfg.LiveInterval)
+	ticker := time.NewTicker(r.cfg.LiveInterval)
 	defer ticker.Stop()
-	windows := time.NewTicker(cfg.Window)
+	windows := time.NewTicker(r.cfg.Window)
 	defer windows.Stop()
-	var readErr error
-	if meta.EndReason == "" {
-	wait:
-		for {
-			select {
-			case <-windows.C:
-				now := monotime.Now()
-				for _, r := range running {
-					r.Sample(now)
-				}
-			case <-ticker.C:
-				if cfg.Live != nil {
-					st, _ := tr.Stats()
-					liveStats.print(cfg.Live, m.Snapshot(), st)
-				}
-			case <-exited:
-				meta.EndReason = "target-exited"
-				break wait
-			case <-endCtx.Done():
-				meta.EndReason = "duration"
-				if ctx.Err() != nil {
-					meta.EndReason = "signal"
-				}
-				break wait
-			case readErr = <-readDone:
-				meta.EndReason = "error"
-				break wait
+	for {
+		select {
+		case <-windows.C:
+			now := monotime.Now()
+			for _, s := range r.running {
+				s.Sample(now)
 			}
+		case <-ticker.C:
+			if r.cfg.Live != nil {
+				st, _ := r.tr.Stats()
+				r.liveStats.print(r.cfg.Live, r.m.Snapshot(), st)
+			}
+		case <-exited:
+			r.meta.EndReason = "target-exited"
+			return nil
+		case <-endCtx.Done():
+			r.meta.EndReason = "duration"
+			if ctx.Err() != nil {
+				r.meta.EndReason = "signal"
+			}
+			return nil
+		case err := <-readDone:
+			r.meta.EndReason = "error"
+			return err
 		}
 	}
+}
 
-	// Detach and drain: every event the kernel recorded is correlated
-	// before the files are closed. The sources take a last sample and drain
-	// too, then the rows still waiting for them are annotated and written.
-	stopRead()
-	if readErr == nil {
-		readErr = <-readDone
-	}
-	meta.EndNs = monotime.Now()
-	meta.EndWall = time.Now().UTC().Format(time.RFC3339Nano)
-	for _, r := range running {
-		r.Sample(meta.EndNs)
-		if err := r.Drain(); err != nil {
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", r.Name(), err))
+// finish takes the sources' last samples, drains them, writes the rows
+// still waiting for them, lets every source write its files, and writes
+// meta.json last.
+func (r *recorder) finish(readErr error) (*Result, error) {
+	r.meta.EndNs = monotime.Now()
+	r.meta.EndWall = time.Now().UTC().Format(time.RFC3339Nano)
+	for _, s := range r.running {
+		s.Sample(r.meta.EndNs)
+		if err := s.Drain(); err != nil {
+			r.warn("%s: %v", s.Name(), err)
 		}
 	}
-	flush(noWatermark)
-	stats, statErr := tr.Stats()
-	meta.Probe.Stats = stats
-	meta.Messages = m.Finish()
-	meta.Rows = mw.Rows()
-	meta.Warnings = append(meta.Warnings, warnings(stats, meta.Messages)...)
+	r.flush(source.NoWatermark)
+	stats, statErr := r.tr.Stats()
+	r.meta.Probe.Stats = stats
+	r.meta.Messages = r.m.Finish()
+	r.meta.Rows = r.mw.Rows()
+	r.meta.Warnings = append(r.meta.Warnings, warnings(stats, r.meta.Messages)...)
 	if statErr != nil {
-		meta.Warnings = append(meta.Warnings, "probe counters could not be read: "+statErr.Error())
+		r.warn("probe counters could not be read: %v", statErr)
 	}
 	if readErr != nil {
-		meta.Warnings = append(meta.Warnings, "reading events failed: "+readErr.Error())
+		r.warn("reading events failed: %v", readErr)
 	}
-	tl.sort()
+	summaries := r.finishSources()
+	if err := r.mw.Close(); r.writeErr == nil {
+		r.writeErr = err
+	}
+	if r.writeErr != nil {
+		r.warn("writing messages.csv failed: %v", r.writeErr)
+	}
+	if err := recfile.WriteJSON(r.cfg.Out, recfile.MetaFile, &r.meta); err != nil {
+		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
+	}
+	res := &Result{Dir: r.cfg.Out, Meta: r.meta, Latency: r.total, Summaries: summaries}
+	if r.writeErr != nil {
+		return res, fmt.Errorf("%w: messages.csv: %v", ErrOutput, r.writeErr)
+	}
+	return res, readErr
+}
+
+// finishSources hands the sorted timeline to every running source, records
+// what each left in meta.json, and returns their headlines.
+func (r *recorder) finishSources() []string {
+	r.tl.Sort()
 	var summaries []string
-	for _, r := range running {
-		res, err := r.Finish(&tl)
+	for _, s := range r.running {
+		res, err := s.Finish(&r.tl)
 		sm := recfile.SourceMeta{Status: "ok", Files: res.Files, Meta: res.Meta}
 		if err != nil {
 			sm.Status, sm.Error = "failed", err.Error()
-			meta.Warnings = append(meta.Warnings, fmt.Sprintf("%s: %v", r.Name(), err))
+			r.warn("%s: %v", s.Name(), err)
 		}
-		meta.Sources[r.Name()] = sm
-		meta.Files = append(meta.Files, res.Files...)
+		r.meta.Sources[s.Name()] = sm
+		r.meta.Files = append(r.meta.Files, res.Files...)
 		if res.Summary != "" {
-			summaries = append(summaries, r.Name()+": "+res.Summary)
+			summaries = append(summaries, s.Name()+": "+res.Summary)
 		}
 		for _, w := range res.Warnings {
-			meta.Warnings = append(meta.Warnings, r.Name()+": "+w)
+			r.meta.Warnings = append(r.meta.Warnings, s.Name()+": "+w)
 		}
 	}
+	return summaries
+}
 
-	closeErr := mw.Close()
-	if writeErr == nil {
-		writeErr = closeErr
-	}
-	if writeErr != nil {
-		meta.Warnings = append(meta.Warnings, "writing messages.csv failed: "+writeErr.Error())
-	}
-	if err := recfile.WriteJSON(cfg.Out, recfile.MetaFile, &meta); err != nil {
-		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
-	}
-	res := &Result{Dir: cfg.Out, Meta: meta, Latency: total, Summaries: summaries}
-	if writeErr != nil {
-		return res, fmt.Errorf("%w: messages.csv: %v", ErrOutput, writeErr)
-	}
-	if readErr != nil {
-		return res, readErr
-	}
-	return res, nil
+func (r *recorder) warn(format string, args ...any) {
+	r.meta.Warnings = append(r.meta.Warnings, fmt.Sprintf(format, args...))
 }
 
 // warnings says in words what the counters say was lost or unmatched.
@@ -402,23 +466,9 @@ func (l *liveStats) print(w io.Writer, c correlate.Counts, s sockio.Stats) {
 	l.mu.Unlock()
 	lat := "latency -"
 	if n > 0 {
-		lat = fmt.Sprintf("latency p50 %s p99 %s", FormatNs(p50), FormatNs(p99))
+		lat = fmt.Sprintf("latency p50 %s p99 %s", source.FormatNs(p50), source.FormatNs(p99))
 	}
 	fmt.Fprintf(w, "brokertrace: in %.0f/s out %.0f/s %s dropped %d\n",
 		float64(c.MarkersIn-l.lastIn)/secs, float64(c.MarkersOut-l.lastOut)/secs, lat, s.DroppedMarkers+s.Missed)
 	l.lastIn, l.lastOut, l.lastTime = c.MarkersIn, c.MarkersOut, now
-}
-
-// FormatNs prints a duration in ns with a unit that fits it.
-func FormatNs(ns int64) string {
-	switch {
-	case ns < 1_000:
-		return fmt.Sprintf("%dns", ns)
-	case ns < 1_000_000:
-		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
-	case ns < 1_000_000_000:
-		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
-	default:
-		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
-	}
 }

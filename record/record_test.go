@@ -13,13 +13,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // These tests record a real nats-server from Debian while real clients send
@@ -43,7 +43,7 @@ type recording struct {
 
 func startRecording(t *testing.T, srv *testbroker.NATS, path sockio.Path) *recording {
 	t.Helper()
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func startRecording(t *testing.T, srv *testbroker.NATS, path sockio.Path) *recor
 	return r
 }
 
-func (r *recording) stop(t *testing.T) (*Result, []correlate.Message) {
+func (r *recording) stop(t *testing.T) (*Result, []recfile.Message) {
 	t.Helper()
 	r.cancel()
 	<-r.done
@@ -152,15 +152,15 @@ func TestNATSLoad(t *testing.T) {
 					t.Fatalf("id %d: send %d in %d out %d recv %d: broker times disagree with end-to-end times",
 						m.ID, lr.Send[i], m.TIn, m.TOut, lr.Recv[i])
 				}
-				if m.Latency() >= lr.Recv[i]-lr.Send[i] {
+				if m.Latency >= lr.Recv[i]-lr.Send[i] {
 					late++
 				}
-				if m.Latency() > int64(time.Second) {
-					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency()))
+				if m.Latency > int64(time.Second) {
+					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency))
 				}
-				if m.InConn.LocalPort != uint16(port(t, srv.Addr)) || m.OutConn.LocalPort != m.InConn.LocalPort ||
-					m.InConn.RemotePort == m.OutConn.RemotePort {
-					t.Fatalf("connections: in %+v out %+v", m.InConn, m.OutConn)
+				if m.InLPort != uint16(port(t, srv.Addr)) || m.OutLPort != m.InLPort ||
+					m.InRPort == m.OutRPort {
+					t.Fatalf("connections: %+v", m)
 				}
 			}
 			if len(seen) != 6000 {
@@ -186,7 +186,7 @@ func TestNATSLoad(t *testing.T) {
 			}
 			h := res.Latency
 			t.Logf("%s: 6000/6000 messages; broker latency p50 %s p99 %s max %s; %d reads, %d writes",
-				path, FormatNs(h.ValueAtQuantile(50)), FormatNs(h.ValueAtQuantile(99)), FormatNs(h.Max()), st.Calls[0], st.Calls[1])
+				path, source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)), source.FormatNs(h.Max()), st.Calls[0], st.Calls[1])
 		})
 	}
 }

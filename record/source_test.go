@@ -14,8 +14,9 @@ import (
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // stampSource annotates each row with t_out+1 and lets rows through only up
@@ -28,11 +29,11 @@ type stampSource struct {
 	samples  int
 	maxWait  atomic.Int64 // largest t_out annotated while above the watermark: must stay 0
 	wm       atomic.Int64
-	finished *Timeline
+	finished *source.Timeline
 }
 
-func (s *stampSource) Name() string         { return s.name }
-func (s *stampSource) Start(env *Env) error { return s.fail }
+func (s *stampSource) Name() string                { return s.name }
+func (s *stampSource) Start(env *source.Env) error { return s.fail }
 func (s *stampSource) Sample(now int64) {
 	s.mu.Lock()
 	s.samples++
@@ -40,10 +41,10 @@ func (s *stampSource) Sample(now int64) {
 	s.wm.Store(now - s.lag)
 }
 func (s *stampSource) Watermark() int64 { return s.wm.Load() }
-func (s *stampSource) Drain() error     { s.wm.Store(noWatermark); return nil }
-func (s *stampSource) Finish(tl *Timeline) (SourceResult, error) {
+func (s *stampSource) Drain() error     { s.wm.Store(source.NoWatermark); return nil }
+func (s *stampSource) Finish(tl *source.Timeline) (source.Result, error) {
 	s.finished = tl
-	return SourceResult{Meta: map[string]int{"samples": s.samples}}, nil
+	return source.Result{Meta: map[string]int{"samples": s.samples}}, nil
 }
 func (s *stampSource) Columns() []string { return []string{s.name + "_stamp"} }
 func (s *stampSource) Annotate(dst []byte, m *correlate.Message) []byte {
@@ -56,12 +57,12 @@ func (s *stampSource) Annotate(dst []byte, m *correlate.Message) []byte {
 func TestSources(t *testing.T) {
 	requireRoot(t)
 	srv := testbroker.StartNATS(t)
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
 	good := &stampSource{name: "good", lag: int64(50 * time.Millisecond)}
-	absent := &stampSource{name: "absent", fail: fmt.Errorf("%w: no such controller", ErrUnavailable)}
+	absent := &stampSource{name: "absent", fail: fmt.Errorf("%w: no such controller", source.ErrUnavailable)}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
@@ -69,7 +70,7 @@ func TestSources(t *testing.T) {
 	attached := make(chan struct{})
 	go func() {
 		var err error
-		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []Source{good, absent}, Window: 10 * time.Millisecond,
+		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []source.Source{good, absent}, Window: 10 * time.Millisecond,
 			Live: &lineWatcher{prefix: "brokertrace: attached", seen: attached}})
 		done <- err
 	}()

@@ -24,7 +24,7 @@ import (
 	"strings"
 
 	"github.com/brokertrace/brokertrace/analysis"
-	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Options tune Generate; zero values take the defaults.
@@ -324,7 +324,7 @@ func analyseRun(in runInput, label string, opt Options) (*Run, error) {
 }
 
 // loadWarnings are the load run's own losses and shortfalls.
-func loadWarnings(s *load.Summary) []string {
+func loadWarnings(s *recfile.LoadSummary) []string {
 	var w []string
 	add := func(cond bool, f string, a ...any) {
 		if cond {

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/brokertrace/brokertrace/analysis"
-	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -83,7 +82,7 @@ func (x *msgExtras) lookup(id uint64) int {
 type loadData struct {
 	dir string
 	e2e *analysis.E2E
-	sum *load.Summary // nil without load.json
+	sum *recfile.LoadSummary // nil without load.json
 	// host is load.json's "host.hostname" when a future version records
 	// it; brokertrace load today does not.
 	host           string
@@ -309,7 +308,7 @@ func readLoad(dir string) (*loadData, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", jp, unwrapPathErr(err))
 		}
-		var s load.Summary
+		var s recfile.LoadSummary
 		if err := json.Unmarshal(data, &s); err != nil {
 			return nil, jsonErr(jp, err)
 		}

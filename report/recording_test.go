@@ -8,14 +8,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/collect"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockq"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 )
 
 // The report is tested on real recordings: a Debian nats-server, recorded
@@ -54,7 +56,7 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 // writing e2e.csv and load.json into loadDir (which may be recDir).
 func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg load.Config) (*record.Result, *load.Result) {
 	t.Helper()
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +72,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 			Target: proc, SelectedBy: "pid", Out: recDir,
 			Live:         &lineWatcher{prefix: "brokertrace: attached", seen: attached},
 			LiveInterval: time.Second,
-			Sources: []record.Source{
+			Sources: []source.Source{
 				sched.NewSource(sched.Options{}),
 				collect.NewSource(collect.Options{}),
 				sockq.NewSource(sockq.SourceOptions{}),

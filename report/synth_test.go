@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -38,7 +37,7 @@ func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs in
 	if err := os.WriteFile(filepath.Join(dir, "e2e.csv"), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s := load.Summary{Options: load.Config{Size: size, Rate: 1e9 / float64(gapNs), Pattern: "regular", Count: n}, Driver: "nats",
+	s := recfile.LoadSummary{Options: load.Config{Size: size, Rate: 1e9 / float64(gapNs), Pattern: "regular", Count: n}, Driver: "nats",
 		StartNs: startNs, EndNs: startNs + int64(n)*gapNs + 1e9, FirstID: idBase, Planned: n, Sent: n, Received: n,
 		AskedRate: 1e9 / float64(gapNs), AchievedRate: 1e9 / float64(gapNs)}
 	data, _ := json.Marshal(s)
@@ -54,17 +53,15 @@ func synthRecord(t *testing.T, dir string, ids []uint64, tin, tout []int64) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mw, err := recfile.CreateMessages(dir, []string{"ctxsw"}, func(dst []byte, m *correlate.Message) []byte {
-		return strconv.AppendUint(append(dst, ','), m.ID%3, 10)
-	})
+	mw, err := recfile.CreateMessages(dir, []string{"ctxsw"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	lo, hi := tin[0], tout[0]
 	for i, id := range ids {
-		m := correlate.Message{ID: id, TIn: tin[i], TOut: tout[i], InTID: 7, OutTID: 7, Copy: 1}
-		m.InConn.LocalPort, m.InConn.RemotePort, m.OutConn.LocalPort, m.OutConn.RemotePort = 4222, 50000, 4222, 50001
-		if err := mw.Write(&m); err != nil {
+		m := recfile.Message{ID: id, TIn: tin[i], TOut: tout[i], Latency: tout[i] - tin[i], InTID: 7, OutTID: 7,
+			InLPort: 4222, InRPort: 50000, OutLPort: 4222, OutRPort: 50001, Copy: 1}
+		if err := mw.Write(&m, strconv.AppendUint([]byte{','}, m.ID%3, 10)); err != nil {
 			t.Fatal(err)
 		}
 		lo, hi = min(lo, tin[i]), max(hi, tout[i])

@@ -19,15 +19,17 @@ import (
 	"github.com/spf13/pflag"
 )
 
-var loadOpts struct {
+type loadOptions struct {
 	cfg  load.Config
 	json bool
 }
 
-var loadCmd = &cobra.Command{
-	Use:   "load",
-	Short: "Send marked messages through a broker and measure them end to end",
-	Long: `load runs a producer and a consumer against a broker, each on its own
+func newLoadCmd() *cobra.Command {
+	var o loadOptions
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "Send marked messages through a broker and measure them end to end",
+		Long: `load runs a producer and a consumer against a broker, each on its own
 connection, in the broker's own protocol (chosen by the --url scheme). Every
 message body starts with the marker BTID<16 hex digits> carrying a
 sequential id (decimal in the output files), padded to --size.
@@ -46,7 +48,7 @@ both files; press it again to abort without them.
 
 Broker URLs:
 ` + load.URLForms,
-	Example: `  # 10000 messages at 1000 msg/s to a local nats-server, results in ./run1
+		Example: `  # 10000 messages at 1000 msg/s to a local nats-server, results in ./run1
   brokertrace load --rate 1000 --count 10000 --out run1
 
   # 30 s of 100-message bursts averaging 5000 msg/s, first 5 s marked warm-up
@@ -62,13 +64,11 @@ Broker URLs:
   brokertrace load --url 'stomp://admin:admin@127.0.0.1:61613/queue/bt?ack=client' --count 10000
   brokertrace load --url 'amqp://guest:guest@127.0.0.1:5672/?confirm=1' --count 10000
   brokertrace load --url redis://127.0.0.1:6379/btchan --count 10000`,
-	Args: cobra.NoArgs,
-	RunE: runLoad,
-}
-
-func init() {
-	f := loadCmd.Flags()
-	c := &loadOpts.cfg
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runLoad(cmd, o) },
+	}
+	f := cmd.Flags()
+	c := &o.cfg
 	f.StringVar(&c.URL, "url", load.DefaultURL, "broker URL; supported schemes: "+strings.Join(load.Schemes(), ", "))
 	f.StringVar(&c.Subject, "subject", load.DefaultSubject, "subject (topic, queue) to publish and subscribe on")
 	f.Float64Var(&c.Rate, "rate", 1000, "messages per second; 0 = as fast as possible (needs --count)")
@@ -82,12 +82,12 @@ func init() {
 	f.Uint64Var(&c.IDBase, "id-base", 0, "first message id (default: derived from the clock so runs do not collide)")
 	f.DurationVar(&c.LateAfter, "late-after", load.DefaultLateAfter, "a send this far behind its intended time counts as late")
 	f.StringVar(&c.Out, "out", ".", "directory for e2e.csv and load.json (created if missing)")
-	f.BoolVar(&loadOpts.json, "json", false, "print the summary as JSON (the content of load.json)")
-	rootCmd.AddCommand(loadCmd)
+	f.BoolVar(&o.json, "json", false, "print the summary as JSON (the content of load.json)")
+	return cmd
 }
 
-func runLoad(cmd *cobra.Command, _ []string) error {
-	cfg := loadOpts.cfg
+func runLoad(cmd *cobra.Command, o loadOptions) error {
+	cfg := o.cfg
 	if cmd.Flags().Changed("burst") && cfg.Pattern != load.PatternBursty {
 		return withCode(exitUsage, errors.New("--burst only applies to --pattern bursty"))
 	}
@@ -139,7 +139,7 @@ func runLoad(cmd *cobra.Command, _ []string) error {
 		return withCode(exitFailure, werr)
 	}
 	out := cmd.OutOrStdout()
-	if loadOpts.json {
+	if o.json {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if jerr := enc.Encode(res.Summary); jerr != nil {

@@ -9,6 +9,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/brokertrace/brokertrace/collect"
 )
 
 // Exit codes. Scripts rely on them.
@@ -36,27 +38,29 @@ func withCode(code int, err error) error {
 	return &exitError{code: code, err: err}
 }
 
-var rootCmd = &cobra.Command{
-	Use:   "brokertrace",
-	Short: "Kernel-level tracing and measurement of message brokers",
-	Long: `brokertrace attaches eBPF probes to an unmodified, already running message
-broker and measures, for every message, the time it spent inside the broker:
-from the socket read that brought it in to the socket write that sent it on.
-Messages are matched by the marker BTID<16 hex digits> that producers put in
-their bodies; payload bytes never leave the kernel.`,
-	SilenceUsage:  true,
-	SilenceErrors: true,
+// newRootCmd builds the command tree. Every command keeps its flags in
+// variables of its own, so nothing is shared between two trees.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "brokertrace",
+		Short: "Kernel-level tracing and measurement of message brokers",
+		Long: `brokertrace attaches eBPF probes to an unmodified, already running message
+	broker and measures, for every message, the time it spent inside the broker:
+	from the socket read that brought it in to the socket write that sent it on.
+	Messages are matched by the marker BTID<16 hex digits> that producers put in
+	their bodies; payload bytes never leave the kernel.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd())
+	return root
 }
 
-// setupHooks build the commands once every file's init has run, so that a
-// command can see everything registered in other files (sourceSpecs).
-var setupHooks []func()
-
 func main() {
-	for _, h := range setupHooks {
-		h()
-	}
-	err := rootCmd.Execute()
+	// On cgroup v1 hosts `run` starts the broker through a copy of this
+	// program that joins the cgroup before it execs the broker.
+	collect.RunShim()
+	err := newRootCmd().Execute()
 	if err == nil {
 		os.Exit(exitOK)
 	}

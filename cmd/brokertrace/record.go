@@ -12,12 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 )
 
 type recordFlags struct {
@@ -32,6 +34,8 @@ type recordFlags struct {
 	Quiet     bool          `json:"quiet"`
 	JSON      bool          `json:"json"`
 	Window    time.Duration `json:"window_ns"`
+	// sources are the table of sources, their flags bound.
+	sources []source.Spec
 }
 
 // addRecordFlags registers the flags of a recording, shared by record and
@@ -46,14 +50,13 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.DurationVar(&f.Window, "window", 100*time.Millisecond, "window of the time series (sched.csv, cpu.csv, net.csv)")
 	fl.BoolVar(&f.Quiet, "quiet", false, "no live status lines (the attached line is still printed)")
 	fl.BoolVar(&f.JSON, "json", false, "print the summary as JSON (meta.json) instead of text")
-	for _, s := range sourceSpecs {
-		s.flags(fl)
+	f.sources = sourceTable()
+	for _, s := range f.sources {
+		s.Flags(fl)
 	}
 }
 
-func init() { setupHooks = append(setupHooks, setupRecord) }
-
-func setupRecord() {
+func newRecordCmd() *cobra.Command {
 	var f recordFlags
 	cmd := &cobra.Command{
 		Use:   "record (--pid PID | --port PORT | --name NAME) [flags]",
@@ -86,7 +89,7 @@ on stderr, then a status line every second.`,
 	fl.IntVar(&f.Port, "port", 0, "trace the process listening on this TCP port")
 	fl.StringVar(&f.Name, "name", "", "trace the process with this name (comm, argv[0] or executable)")
 	addRecordFlags(cmd, &f)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func runRecord(cmd *cobra.Command, f recordFlags) error {
@@ -110,20 +113,20 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 	}
 
 	var (
-		proc     *target.Process
+		proc     *process.Process
 		err      error
 		by, what string
 	)
 	switch {
 	case f.PID != 0:
 		by, what = "pid", strconv.Itoa(f.PID)
-		proc, err = target.ByPID(f.PID)
+		proc, err = process.ByPID(f.PID)
 	case f.Port != 0:
 		by, what = "port", strconv.Itoa(f.Port)
-		proc, err = target.ByPort(f.Port)
+		proc, err = process.ByPort(f.Port)
 	default:
 		by, what = "name", f.Name
-		proc, err = target.ByName(f.Name)
+		proc, err = process.ByName(f.Name)
 	}
 	if err != nil {
 		return withCode(exitNoTarget, err)
@@ -154,7 +157,7 @@ func checkRecordFlags(f recordFlags) error {
 
 // recordWith records proc until ctx ends, the duration passes or proc
 // exits, and prints the summary. by and what say how proc was chosen.
-func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *target.Process, by, what string) error {
+func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *process.Process, by, what string) error {
 	var path sockio.Path
 	switch f.ProbePath {
 	case "sock":
@@ -165,9 +168,9 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *ta
 	if f.Out == "" {
 		f.Out = "brokertrace-" + time.Now().Format("20060102-150405")
 	}
-	var sources []record.Source
-	for _, s := range sourceSpecs {
-		src, err := s.make(proc, &f)
+	var sources []source.Source
+	for _, s := range f.sources {
+		src, err := s.New(proc)
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
@@ -214,8 +217,8 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 		m.Messages.Messages, m.Messages.Copies, m.Messages.InWithoutOut, m.Messages.OutWithoutIn)
 	if h := res.Latency; h != nil && h.TotalCount() > 0 {
 		fmt.Fprintf(out, "latency in broker: min %s p50 %s p90 %s p99 %s max %s (mean %s)\n",
-			record.FormatNs(h.Min()), record.FormatNs(h.ValueAtQuantile(50)), record.FormatNs(h.ValueAtQuantile(90)),
-			record.FormatNs(h.ValueAtQuantile(99)), record.FormatNs(h.Max()), record.FormatNs(int64(h.Mean())))
+			source.FormatNs(h.Min()), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(90)),
+			source.FormatNs(h.ValueAtQuantile(99)), source.FormatNs(h.Max()), source.FormatNs(int64(h.Mean())))
 	}
 	for _, line := range res.Summaries {
 		fmt.Fprintln(out, line)

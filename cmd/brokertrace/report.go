@@ -12,7 +12,7 @@ import (
 	"github.com/brokertrace/brokertrace/report"
 )
 
-func init() {
+func newReportCmd() *cobra.Command {
 	var opt report.Options
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -85,5 +85,5 @@ OUT is --out, by default the first DIR.`,
 	fl.IntVar(&opt.Top, "top", 10, "how many of the slowest messages to list")
 	fl.IntVar(&opt.MaxPoints, "max-points", 4000, "points drawn per curve in the figures; longer series are drawn as per-bucket min and max (the .dat files keep every value)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as JSON instead of text")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -18,22 +18,15 @@ import (
 
 	"github.com/brokertrace/brokertrace/collect"
 	"github.com/brokertrace/brokertrace/probes"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/process"
 )
-
-func init() {
-	// On cgroup v1 hosts `run` starts the broker through a copy of this
-	// program that joins the cgroup before it execs the broker.
-	collect.RunShim()
-	setupHooks = append(setupHooks, setupRun)
-}
 
 type runOptions struct {
 	cpus  string
 	grace time.Duration
 }
 
-func setupRun() {
+func newRunCmd() *cobra.Command {
 	var f recordFlags
 	var o runOptions
 	cmd := &cobra.Command{
@@ -81,7 +74,7 @@ eBPF features or cgroups.`,
 	fl.StringVar(&o.cpus, "cpus", "", "run CMD only on these CPUs (cpuset list: 1 or 0-3,6)")
 	fl.DurationVar(&o.grace, "grace", 5*time.Second, "time CMD has to exit after SIGTERM before everything in its cgroup is killed")
 	addRecordFlags(cmd, &f)
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) error {
@@ -94,7 +87,8 @@ func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) erro
 	if o.grace < 0 {
 		return withCode(exitUsage, errors.New("run: --grace must not be negative"))
 	}
-	if cpuOn && cpuEvery < 1 {
+	// Checked before anything starts; the CPU source checks it again.
+	if on, _ := cmd.Flags().GetBool("cpu"); on && cmdInt(cmd, "cpu-every") < 1 {
 		return withCode(exitUsage, errors.New("run: --cpu-every must be at least 1"))
 	}
 	if err := probes.CheckPrivileges(); err != nil {
@@ -169,7 +163,7 @@ func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) erro
 	}()
 
 	var recErr error
-	proc, err := target.ByPID(child.Process.Pid)
+	proc, err := process.ByPID(child.Process.Pid)
 	if err != nil {
 		<-exited
 		recErr = withCode(exitNoTarget, fmt.Errorf("run: %s exited at once (%s)", args[0], child.ProcessState))
@@ -255,4 +249,9 @@ func stopChild(child *exec.Cmd, exited <-chan struct{}, g *collect.Group, grace 
 	case <-time.After(5 * time.Second):
 		fmt.Fprintf(stderr, "brokertrace: pid %d is still there after SIGKILL\n", pid)
 	}
+}
+
+func cmdInt(cmd *cobra.Command, name string) int {
+	v, _ := cmd.Flags().GetInt(name)
+	return v
 }

@@ -1,21 +1,24 @@
 package main
 
 import (
-	"github.com/spf13/pflag"
-
-	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/capture"
+	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/probes/sched"
+	"github.com/brokertrace/brokertrace/probes/sockq"
+	"github.com/brokertrace/brokertrace/source"
 )
 
-// A sourceSpec puts a record.Source (scheduler probes, CPU accounting,
-// packet capture…) into every recording, with the flags that configure it.
-// Each source registers itself from its own file (source_NAME.go) in init.
-type sourceSpec struct {
-	// flags registers the source's flags on record and run.
-	flags func(fl *pflag.FlagSet)
-	// make returns the source for a recording of proc, nil when the user
-	// turned it off, or an error for bad flag values.
-	make func(proc *target.Process, f *recordFlags) (record.Source, error)
+// sourceTable is the table of every source a recording runs beside the
+// socket probe: record and run build their flags from it and hand the
+// sources it makes to record.Run. Its order is the order of the sources' columns in messages.csv,
+// of their warnings and of their headlines. Each call returns fresh specs
+// whose flags bind to options of their own.
+func sourceTable() []source.Spec {
+	return []source.Spec{
+		capture.Spec(),
+		capture.NetstackSpec(),
+		collect.Spec(),
+		sched.Spec(),
+		sockq.Spec(),
+	}
 }
-
-var sourceSpecs []sourceSpec

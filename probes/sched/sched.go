@@ -21,11 +21,12 @@ import (
 
 	"errors"
 	"fmt"
-	"github.com/cilium/ebpf/ringbuf"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"

@@ -16,10 +16,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/brokertrace/brokertrace/correlate"
-	"github.com/brokertrace/brokertrace/record"
 )
 
 // Files the scheduler source writes into a recording.
@@ -44,7 +45,7 @@ const horizon = int64(120 * time.Second)
 type Source struct {
 	opts Options
 	tr   *Tracer
-	env  *record.Env
+	env  *source.Env
 
 	cancel context.CancelFunc
 	done   chan error
@@ -66,7 +67,7 @@ func NewSource(opts Options) *Source { return &Source{opts: opts} }
 
 func (s *Source) Name() string { return "sched" }
 
-func (s *Source) Start(env *record.Env) error {
+func (s *Source) Start(env *source.Env) error {
 	s.env = env
 	s.opts.PID = env.Target.PID
 	s.opts.Events = true
@@ -74,7 +75,7 @@ func (s *Source) Start(env *record.Env) error {
 	if err != nil {
 		if !env.Target.Alive() {
 			// Gone before the probe could attach: nothing to schedule.
-			return fmt.Errorf("%w: the target exited before the scheduler probe attached", record.ErrUnavailable)
+			return fmt.Errorf("%w: the target exited before the scheduler probe attached", source.ErrUnavailable)
 		}
 		return err
 	}
@@ -169,11 +170,11 @@ type Meta struct {
 	Stats              Stats `json:"probe"`
 }
 
-func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
+func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	defer s.tr.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := record.SourceResult{Files: []string{SchedFile, ThreadsFile}}
+	res := source.Result{Files: []string{SchedFile, ThreadsFile}}
 	first, last := s.samples[0], s.samples[len(s.samples)-1]
 	meta := Meta{Path: s.tr.Path(), Fallback: s.tr.FallbackReason(), AllowedCPUs: s.allowed,
 		LateEvents: s.tl.late, UnknownMessages: s.unknown}
@@ -244,7 +245,7 @@ func threadDeltas(a, b Snapshot) []ThreadStats {
 	return out
 }
 
-func (s *Source) writeSched(tl *record.Timeline) error {
+func (s *Source) writeSched(tl *source.Timeline) error {
 	return writeCSV(filepath.Join(s.env.Out, SchedFile), []string{
 		"t_start_ns", "t_end_ns", "msgs_in", "msgs_out",
 		"switches_voluntary", "switches_involuntary", "switches_target", "switches_cpus",
@@ -267,7 +268,7 @@ func (s *Source) writeSched(tl *record.Timeline) error {
 	})
 }
 
-func (s *Source) writeThreads(tl *record.Timeline, threads []ThreadStats) error {
+func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error {
 	// Each thread's CPU per message entering the broker, window by window:
 	// the distribution, not only the mean.
 	perMsg := map[int]*hdrhistogram.Histogram{}

@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 )
 
 type attachedWriter struct {
@@ -69,7 +71,7 @@ func num(t *testing.T, s string) int64 {
 func TestSourceNATS(t *testing.T) {
 	needRoot(t)
 	srv := testbroker.StartNATS(t)
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +83,7 @@ func TestSourceNATS(t *testing.T) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []record.Source{src}, Live: attached, Window: 50 * time.Millisecond})
+		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []source.Source{src}, Live: attached, Window: 50 * time.Millisecond})
 		done <- err
 	}()
 	select {

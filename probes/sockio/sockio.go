@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/probes"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Path names the hooks a Tracer runs on.
@@ -45,22 +46,8 @@ type Options struct {
 // unless Options.ScanLimit says otherwise.
 const DefaultScanLimit = 256 << 10
 
-// Stats are the probe's counters, summed over CPUs.
-type Stats struct {
-	Calls          [2]uint64 `json:"calls"`             // traced TCP socket calls, [in, out]
-	Bytes          [2]uint64 `json:"bytes"`             // bytes they moved
-	Scanned        [2]uint64 `json:"bytes_scanned"`     // bytes scanned for markers
-	Unscanned      [2]uint64 `json:"bytes_unscanned"`   // beyond the scan or iovec limit
-	FaultBytes     [2]uint64 `json:"bytes_faulted"`     // user memory that could not be read
-	OtherCalls     [2]uint64 `json:"other_calls"`       // calls that cannot be scanned (sendfile, io_uring…)
-	OtherBytes     [2]uint64 `json:"other_bytes"`       // bytes those calls moved
-	Markers        [2]uint64 `json:"markers"`           // markers found
-	Peeks          uint64    `json:"peeks"`             // MSG_PEEK/TRUNC/ERRQUEUE reads, not scanned
-	Events         uint64    `json:"events"`            // events written to the ring buffer
-	DroppedEvents  uint64    `json:"dropped_events"`    // events lost because the ring buffer was full
-	DroppedMarkers uint64    `json:"dropped_markers"`   // markers in those events
-	Missed         uint64    `json:"missed_recursions"` // program runs the kernel skipped (recursion on a CPU)
-}
+// Stats are the probe's counters, as meta.json records them.
+type Stats = recfile.SocketCounters
 
 // Tracer is a loaded and attached socket-I/O probe.
 type Tracer struct {

@@ -12,11 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/monotime"
-	"github.com/brokertrace/brokertrace/record"
 )
 
 // Columns the source adds to messages.csv.
@@ -87,18 +88,18 @@ func NewSource(opts SourceOptions) *Source {
 
 func (s *Source) Name() string { return "sockq" }
 
-func (s *Source) Start(env *record.Env) error {
+func (s *Source) Start(env *source.Env) error {
 	// The socket queue is an addition to the recording: whatever keeps it
 	// from starting leaves the recording going without it (meta.json says
 	// why).
 	s.lst = NewListeners(env.Target.PID)
 	ports, err := s.lst.Ports()
 	if err != nil {
-		return fmt.Errorf("%w: %v", record.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
 	}
 	tr, err := Open(Options{PID: env.Target.PID, Ports: append([]uint16{}, ports...), Path: s.opts.Path, RingSize: s.opts.RingSize})
 	if err != nil {
-		return fmt.Errorf("%w: %v", record.ErrUnavailable, err)
+		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
 	}
 	s.tr = tr
 	s.arr = NewArrivals(int64(s.opts.Horizon))
@@ -226,7 +227,7 @@ type WaitStats struct {
 	Max      int64 `json:"max_ns"`
 }
 
-func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
+func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	st, statErr := s.stats, s.statErr
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -272,10 +273,10 @@ func (s *Source) Finish(tl *record.Timeline) (record.SourceResult, error) {
 	if statErr != nil {
 		w = append(w, "probe counters could not be read: "+statErr.Error())
 	}
-	res := record.SourceResult{Meta: m, Warnings: w}
+	res := source.Result{Meta: m, Warnings: w}
 	if m.Wait.Messages > 0 {
 		res.Summary = fmt.Sprintf("time in the socket receive buffer before the broker read it: p50 %s, p99 %s, max %s (%d messages; %d unknown)",
-			record.FormatNs(m.Wait.P50), record.FormatNs(m.Wait.P99), record.FormatNs(m.Wait.Max), m.Wait.Messages, m.Unknown)
+			source.FormatNs(m.Wait.P50), source.FormatNs(m.Wait.P99), source.FormatNs(m.Wait.Max), m.Wait.Messages, m.Unknown)
 	}
 	return res, nil
 }

@@ -16,14 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/source"
+
 	"github.com/nats-io/nats.go"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
-	"github.com/brokertrace/brokertrace/target"
 )
 
 // row is a line of messages.csv with the source's columns.
@@ -54,7 +56,7 @@ func TestPauseNATS(t *testing.T) {
 
 func pauseNATS(t *testing.T, path Path) {
 	srv := testbroker.StartNATS(t)
-	proc, err := target.ByPID(srv.PID())
+	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +95,7 @@ func pauseNATS(t *testing.T, path Path) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []record.Source{src},
+		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []source.Source{src},
 			Window: 10 * time.Millisecond, Live: &lineWatcher{prefix: "brokertrace: attached", seen: attached}})
 		done <- err
 	}()

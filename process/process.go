@@ -1,4 +1,4 @@
-// Package target finds the broker process that `brokertrace record` attaches
+// Package process finds the broker process that `brokertrace record` attaches
 // to — by pid, by the TCP port it listens on, or by name — and follows that
 // process's life: whether it is still the same process, when it exits, and
 // which threads it has.
@@ -12,7 +12,7 @@
 // listeners from the caller's network namespace (/proc/self/net); a broker
 // listening inside another network namespace (e.g. a container) is not found
 // by ByPort — use ByPID or ByName for it.
-package target
+package process
 
 import (
 	"errors"

@@ -1,19 +1,28 @@
-package record
+// Package source is the contract between a recording and the probes and
+// collectors that run in it: what a source is told when it starts, what it
+// hands back, and the message timeline it is given at the end. It sits below
+// every source (probes/*, capture, collect) and below record, so that data
+// flows one way: record drives sources through this interface, and no
+// source imports record.
+package source
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"sort"
 	"time"
 
+	"github.com/spf13/pflag"
+
 	"github.com/brokertrace/brokertrace/correlate"
-	"github.com/brokertrace/brokertrace/target"
+	"github.com/brokertrace/brokertrace/process"
 )
 
 // Env is what a Source knows about the recording it is part of.
 type Env struct {
-	Target *target.Process
+	Target *process.Process
 	Out    string // the recording directory
 	// Start is CLOCK_MONOTONIC ns when the socket probe went live.
 	Start int64
@@ -44,18 +53,22 @@ type Source interface {
 	// Sample is called every window with the time the window ended.
 	Sample(now int64)
 	// Watermark is a time before which every event of the source has been
-	// consumed; sources without per-message data return math.MaxInt64.
+	// consumed; sources without per-message data return NoWatermark.
 	Watermark() int64
 	// Drain stops collecting and consumes every event in flight; Annotate
 	// must still answer afterwards.
 	Drain() error
 	// Finish writes the source's files into the recording directory. tl
 	// holds the times every message entered and left the broker.
-	Finish(tl *Timeline) (SourceResult, error)
+	Finish(tl *Timeline) (Result, error)
 }
 
-// SourceResult is what a Source leaves in the recording.
-type SourceResult struct {
+// NoWatermark is the watermark of a source without per-message data: it
+// never holds a row back.
+const NoWatermark = math.MaxInt64
+
+// Result is what a Source leaves in the recording.
+type Result struct {
 	Files    []string // written into the recording directory
 	Meta     any      // the source's part of meta.json
 	Warnings []string // every loss or gap, in words
@@ -82,7 +95,9 @@ type Timeline struct {
 	Out []int64
 }
 
-func (tl *Timeline) sort() {
+// Sort puts both series in time order; the recording calls it once before
+// handing the timeline to the sources.
+func (tl *Timeline) Sort() {
 	slices.Sort(tl.In)
 	slices.Sort(tl.Out)
 }
@@ -99,5 +114,31 @@ func (tl *Timeline) InBetween(from, to int64) int { return countIn(tl.In, from, 
 // OutBetween counts message copies that left in [from, to).
 func (tl *Timeline) OutBetween(from, to int64) int { return countIn(tl.Out, from, to) }
 
-// noWatermark is the watermark of a source without per-message data.
-const noWatermark = math.MaxInt64
+// FormatNs prints a duration in ns with a unit that fits it, for the
+// sources' headlines and the live line.
+func FormatNs(ns int64) string {
+	switch {
+	case ns < 1_000:
+		return fmt.Sprintf("%dns", ns)
+	case ns < 1_000_000:
+		return fmt.Sprintf("%.1fµs", float64(ns)/1e3)
+	case ns < 1_000_000_000:
+		return fmt.Sprintf("%.2fms", float64(ns)/1e6)
+	default:
+		return fmt.Sprintf("%.3fs", float64(ns)/1e9)
+	}
+}
+
+// A Spec is one entry of the table of sources a recording can run: the
+// source's flags and how to make it from them. Each Spec binds its flags
+// to options of its own, so two commands built from two tables never share
+// state.
+type Spec struct {
+	// Name is the source's key in meta.json.
+	Name string
+	// Flags registers the source's flags on record and run.
+	Flags func(fl *pflag.FlagSet)
+	// New returns the source for a recording of target as the flags say,
+	// nil when they turn it off, or an error for bad flag values.
+	New func(target *process.Process) (Source, error)
+}

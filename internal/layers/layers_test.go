@@ -1,0 +1,140 @@
+// Package layers holds the test that keeps brokertrace's imports running
+// one way: every package sits on a layer, and a package may import only
+// packages on lower layers (or, within a layer, those the table allows).
+// docs/architecture.md draws the same table.
+package layers
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/brokertrace/brokertrace/"
+
+// layer of every package of the module, bottom (0) to top. A package not
+// listed fails the test: a new package must be given its place.
+var layer = map[string]int{
+	"recfile":  0, // every file format; imports nothing of ours
+	"monotime": 0,
+	"marker":   0,
+
+	"events":    1,
+	"correlate": 2, // events → per-message records
+
+	"process": 3, // the target: pids, threads, listeners, namespaces
+	"probes":  3, // what every eBPF loader shares
+	"source":  4, // the contract between record and its sources
+
+	"probes/sockio":   5,
+	"probes/sched":    5,
+	"probes/sockq":    5,
+	"probes/netstack": 5,
+	"capture":         5,
+	"collect":         5,
+
+	"record": 6, // orchestration
+
+	"load":     6, // the load generator: brokers' clients, e2e.csv
+	"analysis": 6, // reads recordings through recfile only
+	"report":   7,
+
+	"cmd/brokertrace": 8,
+
+	"internal/testbroker": 6, // tests only
+	"internal/testutil":   6, // tests only
+	"internal/layers":     9,
+}
+
+// readers are the packages that read recordings: they must not depend on
+// the kernel side or on a broker's client, so that a report can be made
+// anywhere from files alone.
+var readers = []string{"analysis", "report"}
+
+var forbiddenForReaders = []string{
+	"github.com/cilium/ebpf",
+	"github.com/gopacket/",
+	"github.com/nats-io/",
+	"github.com/eclipse/paho",
+	"github.com/go-stomp/",
+	"github.com/rabbitmq/",
+	"github.com/redis/",
+	module + "probes",
+	module + "capture",
+	module + "collect",
+	module + "record",
+	module + "load",
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func list(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "../../...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < len(layer)-1 {
+		t.Fatalf("go list found %d packages, the table has %d", len(pkgs), len(layer))
+	}
+	return pkgs
+}
+
+// TestImportsRunDown fails for every import of a package on the same or a
+// higher layer than the importer's.
+func TestImportsRunDown(t *testing.T) {
+	for _, p := range list(t) {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		from, ok := layer[name]
+		if !ok {
+			t.Errorf("%s has no layer: add it to the table here and to docs/architecture.md", name)
+			continue
+		}
+		for _, imp := range p.Imports {
+			dep, ours := strings.CutPrefix(imp, module)
+			if !ours {
+				continue
+			}
+			if to, ok := layer[dep]; ok && to >= from {
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports must run down", name, from, dep, to)
+			}
+		}
+	}
+}
+
+// TestReadersStayOffTheKernel fails when analysis or report depends, even
+// indirectly, on cilium/ebpf, packet capture, a broker's client or a
+// package that does.
+func TestReadersStayOffTheKernel(t *testing.T) {
+	for _, p := range list(t) {
+		name := strings.TrimPrefix(p.ImportPath, module)
+		if !slices.Contains(readers, name) {
+			continue
+		}
+		for _, d := range p.Deps {
+			for _, f := range forbiddenForReaders {
+				if strings.HasPrefix(d, f) {
+					t.Errorf("%s depends on %s: readers of recordings go through recfile only", name, d)
+				}
+			}
+		}
+	}
+}

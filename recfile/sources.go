@@ -1,0 +1,136 @@
+package recfile
+
+// The files the sources beside the socket probe write into a recording,
+// one row type each (see table.go for how a row type declares its file).
+// Times are CLOCK_MONOTONIC ns; a window is [t_start_ns, t_end_ns); an
+// empty field is a value that cannot be known (a ratio without messages, a
+// counter that could not be read).
+
+// File names of the sources' files.
+const (
+	SchedFile     = "sched.csv"
+	ThreadsFile   = "threads.csv"
+	CPUFile       = "cpu.csv"
+	CPUPerMsgFile = "cpu_per_msg.csv"
+	CPUCoresFile  = "cpu_cores.csv"
+	PacketsFile   = "packets.csv"
+	NetFile       = "net.csv"
+	GSOFile       = "gso.csv"
+)
+
+// SchedRow is one window of sched.csv: the target's context switches by
+// both definitions (out of its threads; on the CPUs of its affinity mask)
+// and its on-CPU time, per message entering the broker.
+type SchedRow struct {
+	TStart             int64   `csv:"t_start_ns"`
+	TEnd               int64   `csv:"t_end_ns"`
+	MsgsIn             int     `csv:"msgs_in"`
+	MsgsOut            int     `csv:"msgs_out"`
+	Voluntary          uint64  `csv:"switches_voluntary"`
+	Involuntary        uint64  `csv:"switches_involuntary"`
+	SwitchesTarget     uint64  `csv:"switches_target"`
+	SwitchesCPUs       uint64  `csv:"switches_cpus"`
+	SwitchesPerMsg     float64 `csv:"switches_per_msg_target" prec:"3"`
+	SwitchesPerMsgCPUs float64 `csv:"switches_per_msg_cpus" prec:"3"`
+	OnCPUNs            uint64  `csv:"oncpu_ns"`
+	OnCPUNsPerMsg      float64 `csv:"oncpu_ns_per_msg" prec:"3"`
+}
+
+// ThreadRow is one thread of the target in threads.csv, over the whole
+// recording, with the distribution of its CPU per message over windows.
+type ThreadRow struct {
+	TID            int     `csv:"tid"`
+	Comm           string  `csv:"comm"`
+	Voluntary      uint64  `csv:"switches_voluntary"`
+	Involuntary    uint64  `csv:"switches_involuntary"`
+	OnCPUNs        uint64  `csv:"oncpu_ns"`
+	CPUNs          uint64  `csv:"cpu_ns"`
+	RunqWaitNs     uint64  `csv:"runq_wait_ns"`
+	MessagesRead   int     `csv:"messages_read"`
+	MessagesWrit   int     `csv:"messages_written"`
+	CPUNsPerMsg    float64 `csv:"cpu_ns_per_msg" prec:"3"`
+	CPUNsPerMsgP50 *int64  `csv:"cpu_ns_per_msg_p50"`
+	CPUNsPerMsgP90 *int64  `csv:"cpu_ns_per_msg_p90"`
+	CPUNsPerMsgP99 *int64  `csv:"cpu_ns_per_msg_p99"`
+	Windows        int64   `csv:"windows"`
+}
+
+// CPURow is one window of cpu.csv: the broker's and the system's CPU
+// utilisation (CPU seconds per second; 1.0 is one CPU busy).
+type CPURow struct {
+	TStart            int64   `csv:"t_start_ns"`
+	TEnd              int64   `csv:"t_end_ns"`
+	MsgsIn            int     `csv:"msgs_in"`
+	MsgsOut           int     `csv:"msgs_out"`
+	BrokerCgroup      float64 `csv:"broker_cgroup_util" prec:"6"`
+	BrokerProc        float64 `csv:"broker_proc_util" prec:"6"`
+	BrokerUser        float64 `csv:"broker_user_util" prec:"6"`
+	BrokerSys         float64 `csv:"broker_sys_util" prec:"6"`
+	System            float64 `csv:"system_util" prec:"6"`
+	SystemIRQ         float64 `csv:"system_irq_util" prec:"6"`
+	SystemSoftIRQ     float64 `csv:"system_softirq_util" prec:"6"`
+	SystemMinusBroker float64 `csv:"system_minus_broker_util" prec:"6"`
+	CPUNsPerMsg       float64 `csv:"cpu_ns_per_msg" prec:"1"`
+	SystemFrac        float64 `csv:"system_util_frac" prec:"6"`
+}
+
+// CPUPerMsgRow is one row of cpu_per_msg.csv: the broker's cumulative CPU
+// U_n when the n-th message copy left at T_n, and the ZeroMQ method's
+// C_n = (U_n − U_{n−k}) / (T_n − T_{n−k}).
+type CPUPerMsgRow struct {
+	N     int64   `csv:"n"`
+	T     int64   `csv:"t_ns"`
+	CPUNs int64   `csv:"cpu_ns"`
+	CN    float64 `csv:"c_n" prec:"6"`
+}
+
+// CPUCoreRow is one CPU in one window of cpu_cores.csv, as shares of the
+// window.
+type CPUCoreRow struct {
+	TStart  int64   `csv:"t_start_ns"`
+	TEnd    int64   `csv:"t_end_ns"`
+	CPU     int64   `csv:"cpu"`
+	Busy    float64 `csv:"busy_util" prec:"6"`
+	User    float64 `csv:"user_util" prec:"6"`
+	Nice    float64 `csv:"nice_util" prec:"6"`
+	System  float64 `csv:"system_util" prec:"6"`
+	IRQ     float64 `csv:"irq_util" prec:"6"`
+	SoftIRQ float64 `csv:"softirq_util" prec:"6"`
+	IOWait  float64 `csv:"iowait_util" prec:"6"`
+	Steal   float64 `csv:"steal_util" prec:"6"`
+	Idle    float64 `csv:"idle_util" prec:"6"`
+}
+
+// PacketRow is one bar of packets.csv: how many captured TCP segments of
+// one direction carried this many payload bytes.
+type PacketRow struct {
+	Direction    string `csv:"direction"` // "in" to the broker, "out" from it
+	PayloadBytes uint64 `csv:"payload_bytes"`
+	Packets      uint64 `csv:"packets"`
+}
+
+// NetRow is one window of net.csv: packets and payload bytes per message,
+// each direction (ICPE'14 Fig. 10).
+type NetRow struct {
+	TStart         int64   `csv:"t_start_ns"`
+	TEnd           int64   `csv:"t_end_ns"`
+	MsgsIn         int     `csv:"msgs_in"`
+	MsgsOut        int     `csv:"msgs_out"`
+	PktsIn         uint64  `csv:"pkts_in"`
+	PktsOut        uint64  `csv:"pkts_out"`
+	BytesIn        uint64  `csv:"bytes_in"`
+	BytesOut       uint64  `csv:"bytes_out"`
+	PktsPerMsgIn   float64 `csv:"pkts_per_msg_in"`
+	PktsPerMsgOut  float64 `csv:"pkts_per_msg_out"`
+	BytesPerMsgIn  float64 `csv:"bytes_per_msg_in"`
+	BytesPerMsgOut float64 `csv:"bytes_per_msg_out"`
+}
+
+// GSORow is one bar of gso.csv: skbs of one direction and interface that
+// carried this many TCP segments ("64+" for the last bucket).
+type GSORow struct {
+	Direction string `csv:"direction"`
+	Ifname    string `csv:"ifname"`
+	Segs      string `csv:"segs"`
+	SKBs      uint64 `csv:"skbs"`
+}

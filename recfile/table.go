@@ -1,0 +1,279 @@
+package recfile
+
+import (
+	"bufio"
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// A row type declares one CSV file: each exported field with a `csv` tag is
+// a column, in field order, named by the tag. The same type is what the
+// source writes and what the report reads, so a column is declared once.
+//
+// Field types and how they are written:
+//
+//	int, int64, uint32, uint64…   decimal
+//	float64                       decimal with the tag's prec digits
+//	                              (`csv:"name" prec:"3"`; default: shortest
+//	                              exact form); NaN is an empty field
+//	*int64, *uint64…              decimal; nil is an empty field
+//	string                        quoted only when it must be (RFC 4180)
+//
+// An empty field means "unknown": it reads back as NaN or nil.
+
+// column is one field of a row type.
+type column struct {
+	name  string
+	index int
+	kind  reflect.Kind // of the field, or of what it points to
+	ptr   bool
+	prec  int
+}
+
+var layouts sync.Map // reflect.Type → []column
+
+func layout(t reflect.Type) []column {
+	if c, ok := layouts.Load(t); ok {
+		return c.([]column)
+	}
+	var cols []column
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, ok := f.Tag.Lookup("csv")
+		if !ok || !f.IsExported() {
+			continue
+		}
+		c := column{name: name, index: i, kind: f.Type.Kind(), prec: -1}
+		if c.kind == reflect.Pointer {
+			c.ptr, c.kind = true, f.Type.Elem().Kind()
+		}
+		if p, ok := f.Tag.Lookup("prec"); ok {
+			c.prec, _ = strconv.Atoi(p)
+		}
+		cols = append(cols, c)
+	}
+	layouts.Store(t, cols)
+	return cols
+}
+
+// Columns is the header row of the CSV file whose rows are T.
+func Columns[T any]() []string {
+	cols := layout(reflect.TypeFor[T]())
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.name
+	}
+	return names
+}
+
+// AppendRow appends row's fields as one CSV line (with its newline) to dst.
+func AppendRow[T any](dst []byte, row *T) []byte {
+	v := reflect.ValueOf(row).Elem()
+	for i, c := range layout(v.Type()) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendField(dst, v.Field(c.index), c)
+	}
+	return append(dst, '\n')
+}
+
+func appendField(dst []byte, f reflect.Value, c column) []byte {
+	if c.ptr {
+		if f.IsNil() {
+			return dst
+		}
+		f = f.Elem()
+	}
+	switch c.kind {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return strconv.AppendInt(dst, f.Int(), 10)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return strconv.AppendUint(dst, f.Uint(), 10)
+	case reflect.Float32, reflect.Float64:
+		if math.IsNaN(f.Float()) {
+			return dst
+		}
+		return strconv.AppendFloat(dst, f.Float(), 'f', c.prec, 64)
+	case reflect.String:
+		return appendString(dst, f.String())
+	}
+	panic(fmt.Sprintf("recfile: column %s has unsupported kind %v", c.name, c.kind))
+}
+
+// appendString quotes s as encoding/csv's Writer does: only when it holds a
+// comma, a quote, a line break, or begins with a space.
+func appendString(dst []byte, s string) []byte {
+	if s == "" || (!strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[0] != '\t') {
+		return append(dst, s...)
+	}
+	dst = append(dst, '"')
+	dst = append(dst, strings.ReplaceAll(s, `"`, `""`)...)
+	return append(dst, '"')
+}
+
+// A Table writes one CSV file of rows of T, header first, so that even a
+// file without rows is valid.
+type Table[T any] struct {
+	f   *os.File
+	w   *bufio.Writer
+	buf []byte
+	n   int64
+}
+
+// CreateTable creates dir/name and writes its header.
+func CreateTable[T any](dir, name string) (*Table[T], error) {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return nil, err
+	}
+	t := &Table[T]{f: f, w: bufio.NewWriterSize(f, 64<<10)}
+	t.w.WriteString(strings.Join(Columns[T](), ",") + "\n")
+	return t, nil
+}
+
+// Write appends one row.
+func (t *Table[T]) Write(row *T) error {
+	t.buf = AppendRow(t.buf[:0], row)
+	t.n++
+	_, err := t.w.Write(t.buf)
+	return err
+}
+
+// Rows is the number of rows written.
+func (t *Table[T]) Rows() int64 { return t.n }
+
+// Close flushes and closes the file; it is complete once Close returns nil.
+func (t *Table[T]) Close() error {
+	err := t.w.Flush()
+	if err2 := t.f.Close(); err == nil {
+		err = err2
+	}
+	return err
+}
+
+// WriteTable writes a whole file of rows.
+func WriteTable[T any](dir, name string, rows []T) error {
+	t, err := CreateTable[T](dir, name)
+	if err != nil {
+		return err
+	}
+	for i := range rows {
+		t.Write(&rows[i])
+	}
+	return t.Close()
+}
+
+// ScanTable streams the rows of the CSV file at path into fn (the *T is
+// reused). Columns are found by name, so a file may hold more columns
+// than T declares; one that T declares and the file lacks is an error
+// naming it. fn may stop the scan by returning an error, which ScanTable
+// returns.
+func ScanTable[T any](path string, fn func(*T) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	r := csv.NewReader(bufio.NewReaderSize(f, 1<<20))
+	r.ReuseRecord = true
+	hdr, err := r.Read()
+	if err != nil {
+		return fmt.Errorf("%s: reading header: %w", path, err)
+	}
+	var row T
+	v := reflect.ValueOf(&row).Elem()
+	cols := layout(v.Type())
+	idx, err := columnIndex(hdr, cols)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	for line := 2; ; line++ {
+		rec, err := r.Read()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		for i, c := range cols {
+			if err := parseField(v.Field(c.index), c, rec[idx[i]]); err != nil {
+				return fmt.Errorf("%s:%d: column %s: %w", path, line, c.name, err)
+			}
+		}
+		if err := fn(&row); err != nil {
+			return err
+		}
+	}
+}
+
+// ReadTable reads a whole CSV file of rows of T.
+func ReadTable[T any](path string) ([]T, error) {
+	var out []T
+	err := ScanTable(path, func(r *T) error {
+		out = append(out, *r)
+		return nil
+	})
+	return out, err
+}
+
+func columnIndex(hdr []string, cols []column) ([]int, error) {
+	at := make(map[string]int, len(hdr))
+	for i, h := range hdr {
+		at[h] = i
+	}
+	idx := make([]int, len(cols))
+	for i, c := range cols {
+		k, ok := at[c.name]
+		if !ok {
+			return nil, fmt.Errorf("no column %q", c.name)
+		}
+		idx[i] = k
+	}
+	return idx, nil
+}
+
+// parseField sets f from s, refusing values that do not fit the field's
+// type rather than truncating them.
+func parseField(f reflect.Value, c column, s string) error {
+	if c.ptr {
+		if s == "" {
+			f.SetZero()
+			return nil
+		}
+		if f.IsNil() {
+			f.Set(reflect.New(f.Type().Elem()))
+		}
+		f = f.Elem()
+	}
+	switch c.kind {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		x, err := strconv.ParseInt(s, 10, f.Type().Bits())
+		f.SetInt(x)
+		return err
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		x, err := strconv.ParseUint(s, 10, f.Type().Bits())
+		f.SetUint(x)
+		return err
+	case reflect.Float32, reflect.Float64:
+		if s == "" {
+			f.SetFloat(math.NaN())
+			return nil
+		}
+		x, err := strconv.ParseFloat(s, 64)
+		f.SetFloat(x)
+		return err
+	case reflect.String:
+		f.SetString(strings.Clone(s))
+		return nil
+	}
+	return fmt.Errorf("unsupported kind %v", c.kind)
+}
