@@ -122,8 +122,13 @@ func (h *Histogram) AutoBinWidth() int64 {
 		return 1
 	}
 	iqr := float64(h.HDR.ValueAtQuantile(75) - h.HDR.ValueAtQuantile(25))
-	w := 2 * iqr / math.Cbrt(float64(n))
-	if w < 1 {
+	return NiceWidth(2 * iqr / math.Cbrt(float64(n)))
+}
+
+// NiceWidth rounds a bin width up to 1, 2 or 5 times a power of ten (at
+// least 1), so that bin edges are round numbers.
+func NiceWidth(w float64) int64 {
+	if w <= 1 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(w)))

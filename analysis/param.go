@@ -2,6 +2,7 @@ package analysis
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -111,15 +112,7 @@ func sortRuns(runs []Run) ([]Run, error) {
 		}
 	}
 	sorted := slices.Clone(runs)
-	slices.SortStableFunc(sorted, func(a, b Run) int {
-		switch {
-		case a.Param < b.Param:
-			return -1
-		case a.Param > b.Param:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(sorted, func(a, b Run) int { return cmp.Compare(a.Param, b.Param) })
 	return sorted, nil
 }
 

@@ -1,24 +1,15 @@
 package analysis
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
+	"encoding/csv"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/brokertrace/brokertrace/recfile"
 )
-
-// E2EFile is the file `brokertrace load` writes its per-message times to.
-const E2EFile = "e2e.csv"
-
-// e2eColumns are the columns ReadE2E needs (in any order).
-var e2eColumns = []string{"id", "t_intended_ns", "t_send_ns", "t_recv_ns", "warmup"}
 
 // E2E is e2e.csv: one row per message sent, in the file's order (the order
 // sent), warm-up rows included and flagged.
@@ -42,95 +33,66 @@ type E2ECounts struct {
 	Used        int `json:"used"`         // rows in the series
 }
 
-// ReadE2E reads an e2e.csv (id,t_intended_ns,t_send_ns,t_recv_ns,warmup;
-// an empty t_recv_ns is a message never received).
+// ReadE2E reads an e2e.csv (recfile.E2ERow; an empty t_recv_ns is a
+// message never received). Every time must be a positive ns count and
+// warmup 0 or 1; anything else is an error naming file, line and column.
 func ReadE2E(path string) (*E2E, error) {
-	f, err := os.Open(path)
-	if err != nil {
+	e := &E2E{}
+	line := 1
+	err := recfile.ScanTable(path, func(r *recfile.E2ERow) error {
+		line++
+		for _, t := range [...]struct {
+			col string
+			v   *int64 // nil: not received
+		}{{"t_intended_ns", &r.TIntended}, {"t_send_ns", &r.TSend}, {"t_recv_ns", r.TRecv}} {
+			if t.v != nil && (*t.v <= 0 || *t.v > 1<<62) {
+				return e2eValueErr(path, line, t.col, strconv.FormatInt(*t.v, 10))
+			}
+		}
+		recv := int64(0) // never received
+		if r.TRecv != nil {
+			recv = *r.TRecv
+		}
+		if r.Warmup > 1 {
+			return e2eValueErr(path, line, "warmup", strconv.Itoa(int(r.Warmup)))
+		}
+		e.IDs = append(e.IDs, r.ID)
+		e.IntendedNs = append(e.IntendedNs, r.TIntended)
+		e.SendNs = append(e.SendNs, r.TSend)
+		e.RecvNs = append(e.RecvNs, recv)
+		e.Warmup = append(e.Warmup, r.Warmup == 1)
+		return nil
+	})
+	if err == nil {
+		return e, nil
+	}
+	var se *recfile.ScanError
+	if !errors.As(err, &se) {
 		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 256<<10)
-	hdr, err := r.ReadString('\n')
-	if err != nil {
+	switch {
+	case se.Line == 1 && se.Err == recfile.ErrNoColumn:
+		return nil, fmt.Errorf("%s: no column %q: is this an e2e.csv written by brokertrace load?", path, se.Column)
+	case se.Line == 1:
 		return nil, fmt.Errorf("%s: no header line: is this an e2e.csv written by brokertrace load?", path)
+	case errors.Is(se.Err, csv.ErrFieldCount):
+		return nil, fmt.Errorf("%s:%d: %d fields, the header has %d: the file is damaged or truncated", path, se.Line, se.Fields, se.Header)
+	case se.Column != "":
+		return nil, e2eValueErr(path, se.Line, se.Column, se.Value)
 	}
-	names := strings.Split(strings.TrimRight(hdr, "\r\n"), ",")
-	col := make([]int, len(e2eColumns))
-	for i, c := range e2eColumns {
-		col[i] = slices.Index(names, c)
-		if col[i] < 0 {
-			return nil, fmt.Errorf("%s: no column %q in header %q: is this an e2e.csv written by brokertrace load?", path, c, strings.TrimSpace(hdr))
-		}
+	return nil, err
+}
+
+// e2eValueErr says what the column of a damaged row should hold.
+func e2eValueErr(path string, line int, col, v string) error {
+	want := "a time in ns (a positive integer)"
+	switch col {
+	case "id":
+		want = "a decimal id"
+	case "warmup":
+		want = "0 or 1"
 	}
-	e := &E2E{}
-	fields := make([][]byte, len(names))
-	for line := 2; ; line++ {
-		b, err := r.ReadSlice('\n')
-		if err == io.EOF && len(b) == 0 {
-			return e, nil
-		}
-		if err != nil && err != io.EOF {
-			if errors.Is(err, bufio.ErrBufferFull) {
-				return nil, fmt.Errorf("%s:%d: line longer than 256 KiB: not an e2e.csv", path, line)
-			}
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		b = trimEOL(b)
-		if len(b) == 0 {
-			continue
-		}
-		nf := 0
-		for start := 0; ; {
-			i := bytes.IndexByte(b[start:], ',')
-			if nf == len(fields) {
-				return nil, fmt.Errorf("%s:%d: more than %d fields: the file is damaged", path, line, len(fields))
-			}
-			if i < 0 {
-				fields[nf] = b[start:]
-				nf++
-				break
-			}
-			fields[nf] = b[start : start+i]
-			nf++
-			start += i + 1
-		}
-		if nf != len(fields) {
-			return nil, fmt.Errorf("%s:%d: %d fields, the header has %d: the file is damaged or truncated", path, line, nf, len(fields))
-		}
-		id, ok := parseUint(fields[col[0]])
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: id %q is not a decimal id", path, line, fields[col[0]])
-		}
-		var ts [3]int64
-		for k := range 3 {
-			fld := fields[col[1+k]]
-			if k == 2 && len(fld) == 0 {
-				continue // not received
-			}
-			v, ok := parseUint(fld)
-			if !ok || v == 0 || v > 1<<62 {
-				return nil, fmt.Errorf("%s:%d: %s %q is not a time in ns (a positive integer)", path, line, e2eColumns[1+k], fld)
-			}
-			ts[k] = int64(v)
-		}
-		var warm bool
-		switch string(fields[col[4]]) {
-		case "0":
-		case "1":
-			warm = true
-		default:
-			return nil, fmt.Errorf("%s:%d: warmup %q is not 0 or 1", path, line, fields[col[4]])
-		}
-		e.IDs = append(e.IDs, id)
-		e.IntendedNs = append(e.IntendedNs, ts[0])
-		e.SendNs = append(e.SendNs, ts[1])
-		e.RecvNs = append(e.RecvNs, ts[2])
-		e.Warmup = append(e.Warmup, warm)
-		if err == io.EOF {
-			return e, nil
-		}
-	}
+	return fmt.Errorf("%s:%d: %s %q is not %s", path, line, col, v, want)
 }
 
 // Series returns the end-to-end series (O_n = t_send_ns, I_n = t_recv_ns)
@@ -260,16 +222,7 @@ func Join(e *E2E, b *Broker) (*Joined, error) {
 		order[i] = int32(i)
 	}
 	if !slices.IsSorted(e.IDs) {
-		slices.SortStableFunc(order, func(x, y int32) int {
-			a, c := e.IDs[x], e.IDs[y]
-			switch {
-			case a < c:
-				return -1
-			case a > c:
-				return 1
-			}
-			return 0
-		})
+		slices.SortStableFunc(order, func(x, y int32) int { return cmp.Compare(e.IDs[x], e.IDs[y]) })
 	}
 	match := make([]int32, e.Len()) // e2e row → broker row, −1 none
 	bi := 0
@@ -357,19 +310,7 @@ func sortByTime(ids []uint64, key []int64, cols ...[]int64) {
 	for i := range perm {
 		perm[i] = int32(i)
 	}
-	slices.SortFunc(perm, func(a, b int32) int {
-		switch {
-		case key[a] < key[b]:
-			return -1
-		case key[a] > key[b]:
-			return 1
-		case ids[a] < ids[b]:
-			return -1
-		case ids[a] > ids[b]:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(perm, func(a, b int32) int { return cmp.Or(cmp.Compare(key[a], key[b]), cmp.Compare(ids[a], ids[b])) })
 	// key is one of cols: gather from clones.
 	for _, c := range cols {
 		src := slices.Clone(c)
@@ -381,30 +322,4 @@ func sortByTime(ids []uint64, key []int64, cols ...[]int64) {
 	for i, p := range perm {
 		ids[i] = src[p]
 	}
-}
-
-func trimEOL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == '\r') {
-		b = b[:len(b)-1]
-	}
-	return b
-}
-
-// parseUint parses a non-empty decimal without allocating.
-func parseUint(b []byte) (uint64, bool) {
-	if len(b) == 0 || len(b) > 20 {
-		return 0, false
-	}
-	var v uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		d := uint64(c - '0')
-		if v > (1<<64-1-d)/10 {
-			return 0, false
-		}
-		v = v*10 + d
-	}
-	return v, true
 }

@@ -27,7 +27,7 @@ func TestReadE2EFromRealRun(t *testing.T) {
 	if err := res.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	e, err := ReadE2E(filepath.Join(dir, E2EFile))
+	e, err := ReadE2E(filepath.Join(dir, recfile.E2EFile))
 	if err != nil {
 		t.Fatal(err)
 	}

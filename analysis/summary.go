@@ -25,6 +25,7 @@
 package analysis
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -173,56 +174,9 @@ func summarizeInPlace[T Number](xs []T, percentiles []float64, sorted bool) (Sum
 		return s, nil
 	}
 
-	// Pass 1: sum (compensated, so 10⁷ values lose no precision), extremes.
-	var sum, comp float64
-	mn, mx := xs[0], xs[0]
-	for _, x := range xs {
-		v := float64(x)
-		if math.IsInf(v, 0) {
-			s.Infinite++
-		}
-		t := sum + v
-		if math.Abs(sum) >= math.Abs(v) {
-			comp += (sum - t) + v
-		} else {
-			comp += (v - t) + sum
-		}
-		sum = t
-		mn = min(mn, x)
-		mx = max(mx, x)
-	}
-	if s.Infinite > 0 {
-		s.Mean = sum // ±Inf, or NaN when both signs occur
-	} else {
-		s.Mean = (sum + comp) / float64(n)
-	}
-	s.Min, s.Max = float64(mn), float64(mx)
-
-	// Order statistics: the lower median and the percentiles, each by
-	// selection on the part of xs not yet fixed by a smaller rank.
-	type want struct {
-		rank int // 1-based
-		dst  *float64
-	}
-	s.Percentiles = make([]Percentile, len(percentiles))
-	wants := []want{{rank: (n + 1) / 2, dst: &s.Median}}
-	for i, p := range percentiles {
-		k, err := percentileRank(p, n)
-		if err != nil {
-			return s, err
-		}
-		s.Percentiles[i].P = p
-		wants = append(wants, want{rank: k, dst: &s.Percentiles[i].Value})
-	}
-	slices.SortStableFunc(wants, func(a, b want) int { return a.rank - b.rank })
-	lo := 0
-	for _, w := range wants {
-		i := w.rank - 1
-		if !sorted && i >= lo {
-			selectNth(xs[lo:], i-lo)
-			lo = i + 1
-		}
-		*w.dst = float64(xs[i])
+	s.Mean, s.Min, s.Max, s.Infinite = meanAndExtremes(xs)
+	if err := orderStatistics(&s, xs, percentiles, sorted); err != nil {
+		return s, err
 	}
 
 	// Pass 2: spread around the mean and around the median.
@@ -242,6 +196,64 @@ func summarizeInPlace[T Number](xs []T, percentiles []float64, sorted bool) (Sum
 		s.CI95Low, s.CI95High = nan, nan
 	}
 	return s, nil
+}
+
+// meanAndExtremes is pass 1 over xs (not empty): the mean of a compensated
+// sum, so 10⁷ values lose no precision, the extremes, and how many values
+// are infinite.
+func meanAndExtremes[T Number](xs []T) (mean, lo, hi float64, inf int) {
+	var sum, comp float64
+	mn, mx := xs[0], xs[0]
+	for _, x := range xs {
+		v := float64(x)
+		if math.IsInf(v, 0) {
+			inf++
+		}
+		t := sum + v
+		if math.Abs(sum) >= math.Abs(v) {
+			comp += (sum - t) + v
+		} else {
+			comp += (v - t) + sum
+		}
+		sum = t
+		mn = min(mn, x)
+		mx = max(mx, x)
+	}
+	if inf > 0 {
+		return sum, float64(mn), float64(mx), inf // sum: ±Inf, or NaN when both signs occur
+	}
+	return (sum + comp) / float64(len(xs)), float64(mn), float64(mx), 0
+}
+
+// orderStatistics sets the lower median and the percentiles, each by
+// selection on the part of xs not yet fixed by a smaller rank (xs is
+// reordered unless sorted).
+func orderStatistics[T Number](s *Summary, xs []T, percentiles []float64, sorted bool) error {
+	type want struct {
+		rank int // 1-based
+		dst  *float64
+	}
+	s.Percentiles = make([]Percentile, len(percentiles))
+	wants := []want{{rank: (len(xs) + 1) / 2, dst: &s.Median}}
+	for i, p := range percentiles {
+		k, err := percentileRank(p, len(xs))
+		if err != nil {
+			return err
+		}
+		s.Percentiles[i].P = p
+		wants = append(wants, want{rank: k, dst: &s.Percentiles[i].Value})
+	}
+	slices.SortStableFunc(wants, func(a, b want) int { return cmp.Compare(a.rank, b.rank) })
+	lo := 0
+	for _, w := range wants {
+		i := w.rank - 1
+		if !sorted && i >= lo {
+			selectNth(xs[lo:], i-lo)
+			lo = i + 1
+		}
+		*w.dst = float64(xs[i])
+	}
+	return nil
 }
 
 // selectNth reorders xs so that xs[k] is the value that would be there if xs

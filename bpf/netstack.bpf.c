@@ -33,6 +33,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
+#include "brokertrace.h"
 
 #include "netstack.h"
 
@@ -77,7 +78,6 @@ struct sk_buff {
 
 #define ETH_P_IP 0x0800
 #define ETH_P_IPV6 0x86DD
-#define IPPROTO_TCP 6
 #define IPPROTO_HOPOPTS 0
 /* Bytes read from the IP header on: IPv6, a jumbo hop-by-hop header, and
  * the TCP ports and data offset. */
@@ -117,10 +117,6 @@ struct {
 const struct gso_key *unused_gso_key __attribute__((unused));
 const struct gso_hist *unused_gso_hist __attribute__((unused));
 const struct netstack_stats *unused_netstack_stats __attribute__((unused));
-
-/* A plain load for tp_btf's trusted pointers, a CO-RE probe read for raw_tp.
- * btf is a constant after inlining, so the other arm is compiled away. */
-#define RD(btf, p, field) ((btf) ? (p)->field : BPF_CORE_READ(p, field))
 
 static __always_inline struct netstack_stats *this_cpu(void)
 {

@@ -33,6 +33,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "brokertrace.h"
 
 #include "sched.h"
 
@@ -85,11 +86,6 @@ static __always_inline void emit_switch(struct cpu_stats *cs, __u64 now, __u32 c
 		cs->events_dropped++;
 	}
 }
-
-/* Read a task field: a plain load for tp_btf's trusted pointers, a CO-RE
- * probe read for raw_tp. btf is a constant after inlining, so the other arm
- * is compiled away. */
-#define RD(btf, p, field) ((btf) ? (p)->field : BPF_CORE_READ(p, field))
 
 static __always_inline struct cpu_stats *this_cpu(void)
 {

@@ -28,6 +28,7 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
 #include <bpf/bpf_endian.h>
+#include "brokertrace.h"
 #include "sockio.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -48,10 +49,6 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
 #define NPAIRS ((HEAD + SCAN_CHUNK) / 16 + 1)
 
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_TCP 6
-#define SOCK_STREAM 1
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
 #define MSG_PEEK 0x2

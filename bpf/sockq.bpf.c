@@ -33,6 +33,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include "brokertrace.h"
 #include "sockq.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
@@ -43,15 +44,11 @@ const volatile __u32 targ_netns = 0; /* inode of the target's network namespace;
  * timer (see bpf/sockio.bpf.c). */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
-#define AF_INET 2
-#define AF_INET6 10
-#define IPPROTO_TCP 6
-#define SOCK_STREAM 1
 #define TCP_ESTABLISHED 1
 #define TCP_LISTEN 10
 
 /*
- * Fields bpf/vmlinux.h does not declare, as CO-RE "flavors": libbpf drops
+ * Fields bpf/include/vmlinux.h does not declare, as CO-RE "flavors": libbpf drops
  * the ___sq suffix when it matches these against the kernel's BTF, so the
  * offsets are relocated like any other field's. On tp_btf the loads below
  * go straight through the traced pointers; the verifier checks them

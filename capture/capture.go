@@ -12,20 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"strings"
+	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/brokertrace/brokertrace/monotime"
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/afpacket"
-	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 	"golang.org/x/net/bpf"
-	"golang.org/x/sys/unix"
 )
 
 // Options say where and what to capture.
@@ -102,22 +95,11 @@ type Capture struct {
 // segments sent after Start returns are counted. Canceling ctx stops the
 // capture as Stop does; call Stop to get the result either way.
 func Start(ctx context.Context, opts Options) (*Capture, error) {
-	if len(opts.Ports) == 0 {
-		return nil, errors.New("capture: no broker ports given (Options.Ports): name the TCP ports the broker listens on")
-	}
-	for _, p := range opts.Ports {
-		if p == 0 {
-			return nil, errors.New("capture: port 0 in Options.Ports: give the broker's listening ports")
-		}
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	if opts.SnapLen == 0 {
 		opts.SnapLen = defaultSnapLen
-	}
-	if opts.SnapLen < minSnapLen {
-		return nil, fmt.Errorf("capture: snap length %d too small: need at least %d bytes to read IP and TCP headers", opts.SnapLen, minSnapLen)
-	}
-	if opts.MSS < 0 {
-		return nil, fmt.Errorf("capture: negative MSS %d", opts.MSS)
 	}
 	snap := min(opts.SnapLen, maxHeaderLen)
 	filter, err := buildFilter(opts.Ports, snap, false)
@@ -133,28 +115,76 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 	for _, p := range opts.Ports {
 		c.ports.add(p)
 	}
+	if err := c.open(snap); err != nil {
+		return nil, err
+	}
+	if err := c.goLive(filter, loFilter); err != nil {
+		c.closeTaps()
+		if c.pcap != nil {
+			c.pcap.f.Close()
+			os.Remove(opts.PcapPath)
+		}
+		return nil, err
+	}
+	c.start = monotime.Now()
+	for _, t := range c.taps {
+		c.wg.Add(1)
+		go t.read()
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			c.halt()
+		case <-c.stopping:
+		}
+	}()
+	return c, nil
+}
 
+// check refuses options Start cannot run with, before anything is opened.
+func (opts *Options) check() error {
+	if len(opts.Ports) == 0 {
+		return errors.New("capture: no broker ports given (Options.Ports): name the TCP ports the broker listens on")
+	}
+	if slices.Contains(opts.Ports, 0) {
+		return errors.New("capture: port 0 in Options.Ports: give the broker's listening ports")
+	}
+	if opts.SnapLen != 0 && opts.SnapLen < minSnapLen {
+		return fmt.Errorf("capture: snap length %d too small: need at least %d bytes to read IP and TCP headers", opts.SnapLen, minSnapLen)
+	}
+	if opts.MSS < 0 {
+		return fmt.Errorf("capture: negative MSS %d", opts.MSS)
+	}
+	return nil
+}
+
+// open opens the sockets in the capture's namespace, each rejecting every
+// segment for now, and the pcapng file if one is asked for.
+func (c *Capture) open(snap int) error {
 	var opened []*tap
-	err = inNetNS(opts.NetNS, func() (err error) {
-		opened, err = openTaps(opts.Ifaces, opts.NetNS)
+	err := inNetNS(c.opts.NetNS, func() (err error) {
+		opened, err = openTaps(c.opts.Ifaces, c.opts.NetNS)
 		return err
 	})
 	if err != nil {
 		for _, t := range opened {
 			t.tp.Close()
 		}
-		return nil, err
+		return err
 	}
 	c.taps = opened
-
-	if opts.PcapPath != "" {
-		if c.pcap, err = createPcap(opts.PcapPath, c.taps, snap); err != nil {
+	if c.opts.PcapPath != "" {
+		if c.pcap, err = createPcap(c.opts.PcapPath, c.taps, snap); err != nil {
 			c.closeTaps()
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
 
-	// Drain what reached each ring before its filter, then go live.
+// goLive drains what reached each ring before its filter and attaches the
+// filter (loFilter on loopback), on every socket at once.
+func (c *Capture) goLive(filter, loFilter []bpf.RawInstruction) error {
 	errs := make([]error, len(c.taps))
 	var ready sync.WaitGroup
 	for i, t := range c.taps {
@@ -174,27 +204,10 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 	ready.Wait()
 	for _, err := range errs {
 		if err != nil {
-			c.closeTaps()
-			if c.pcap != nil {
-				c.pcap.f.Close()
-				os.Remove(opts.PcapPath)
-			}
-			return nil, err
+			return err
 		}
 	}
-	c.start = monotime.Now()
-	for _, t := range c.taps {
-		c.wg.Add(1)
-		go t.read()
-	}
-	go func() {
-		select {
-		case <-ctx.Done():
-			c.halt()
-		case <-c.stopping:
-		}
-	}()
-	return c, nil
+	return nil
 }
 
 // badInput marks an error caused by what the caller asked for (an
@@ -211,103 +224,6 @@ func (e badInput) Unwrap() error { return e.error }
 func IsBadInput(err error) bool {
 	var b badInput
 	return errors.As(err, &b)
-}
-
-func nsWhere(ns string) string {
-	if ns == "" {
-		return "this network namespace"
-	}
-	return "network namespace " + ns
-}
-
-// CheckIfaces checks, in the network namespace at ns ("" for the caller's),
-// that every named interface exists and is up, with the error Start would
-// give; a command can check its flags before it starts anything.
-func CheckIfaces(ns string, names []string) error {
-	return inNetNS(ns, func() error {
-		_, err := resolveIfaces(names, ns)
-		return err
-	})
-}
-
-// resolveIfaces runs inside the target namespace: the named interfaces, or
-// every interface that is up when names is empty.
-func resolveIfaces(names []string, ns string) ([]net.Interface, error) {
-	where := nsWhere(ns)
-	all, err := net.Interfaces()
-	if err != nil {
-		return nil, fmt.Errorf("capture: cannot list interfaces in %s: %v", where, err)
-	}
-	var ifs []net.Interface
-	if len(names) == 0 {
-		for _, i := range all {
-			if i.Flags&net.FlagUp != 0 {
-				ifs = append(ifs, i)
-			}
-		}
-		if len(ifs) == 0 {
-			return nil, fmt.Errorf("capture: no interface is up in %s: bring one up or name Ifaces", where)
-		}
-		return ifs, nil
-	}
-	byName := map[string]net.Interface{}
-	var have []string
-	for _, i := range all {
-		byName[i.Name] = i
-		have = append(have, i.Name)
-	}
-	seen := map[string]bool{}
-	for _, n := range names {
-		i, ok := byName[n]
-		switch {
-		case !ok:
-			return nil, badInput{fmt.Errorf("capture: interface %q does not exist in %s (have: %s)", n, where, strings.Join(have, ", "))}
-		case i.Flags&net.FlagUp == 0:
-			return nil, badInput{fmt.Errorf("capture: interface %q is down in %s: bring it up (ip link set %s up) or leave it out", n, where, n)}
-		case seen[n]:
-			return nil, badInput{fmt.Errorf("capture: interface %q named twice", n)}
-		}
-		seen[n] = true
-		ifs = append(ifs, i)
-	}
-	return ifs, nil
-}
-
-// openTaps runs inside the target namespace: it resolves the interfaces and
-// opens one socket per interface, filtered to reject everything for now.
-func openTaps(names []string, ns string) ([]*tap, error) {
-	where := nsWhere(ns)
-	ifs, err := resolveIfaces(names, ns)
-	if err != nil {
-		return nil, err
-	}
-
-	var taps []*tap
-	for _, i := range ifs {
-		tp, err := afpacket.NewTPacket(
-			afpacket.OptInterface(i.Name),
-			afpacket.SocketDgram,
-			afpacket.TPacketVersion3,
-			afpacket.OptFrameSize(frameSize),
-			afpacket.OptBlockSize(blockSize),
-			afpacket.OptNumBlocks(numBlocks),
-			afpacket.OptBlockTimeout(blockTimeout),
-			afpacket.OptPollTimeout(pollPeriod),
-		)
-		if err != nil {
-			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
-				err = fmt.Errorf("capture: cannot open AF_PACKET socket on %s: %v (need root or CAP_NET_RAW)", i.Name, err)
-			} else {
-				err = fmt.Errorf("capture: cannot open AF_PACKET socket on %s in %s: %v", i.Name, where, err)
-			}
-			return taps, err
-		}
-		taps = append(taps, &tap{name: i.Name, tp: tp, loopback: i.Flags&net.FlagLoopback != 0})
-		if err := tp.SetBPF(rejectAll()); err != nil {
-			return taps, fmt.Errorf("capture: cannot attach socket filter on %s: %v", i.Name, err)
-		}
-	}
-	return taps, nil
 }
 
 func (c *Capture) closeTaps() {
@@ -435,272 +351,4 @@ func (c *Capture) direction(s *segment) int {
 		return out
 	}
 	return -1
-}
-
-// tap is one interface's socket and what its reader counted.
-type tap struct {
-	c        *Capture
-	id       int // pcapng interface id
-	name     string
-	tp       *afpacket.TPacket
-	loopback bool
-
-	dir      [2]dirCounts
-	unparsed atomic.Uint64
-
-	statsMu           sync.Mutex // guards the socket's statistics and closing it
-	closed            bool
-	lastPkts, lastDrp uint32 // last afpacket cumulative (32-bit) counters
-	kernel            atomic.Uint64
-	drops             atomic.Uint64
-	errMu             sync.Mutex
-	err               error
-}
-
-// dirCounts are one direction's counters on one tap. packets and bytes are
-// atomic for Snapshot; the histogram belongs to the reader goroutine and is
-// read only after it exits.
-type dirCounts struct {
-	packets, bytes atomic.Uint64
-	dense          []uint64       // payload size → segments, sizes < len(dense)
-	sparse         map[int]uint64 // sizes beyond dense
-	pureACKs       uint64
-	synMSS         int
-}
-
-func (d *dirCounts) count(s *segment) {
-	d.packets.Add(1)
-	d.bytes.Add(uint64(s.payload))
-	if s.payload < len(d.dense) {
-		d.dense[s.payload]++
-	} else if s.payload < 1<<16 {
-		d.dense = append(d.dense, make([]uint64, max(s.payload+1, 2*len(d.dense))-len(d.dense))...)
-		d.dense = d.dense[:min(len(d.dense), 1<<16)]
-		d.dense[s.payload]++
-	} else {
-		if d.sparse == nil {
-			d.sparse = map[int]uint64{}
-		}
-		d.sparse[s.payload]++
-	}
-	if s.payload == 0 && s.flags&(tcpSYN|tcpFIN|tcpRST|tcpACK) == tcpACK {
-		d.pureACKs++
-	}
-	if s.mss > 0 {
-		d.synMSS = minMSS(d.synMSS, s.mss)
-	}
-}
-
-func (d *dirCounts) addTo(h *Histogram) {
-	for s, n := range d.dense {
-		if n > 0 {
-			h.Sizes[s] += n
-			h.Packets += n
-			h.PayloadBytes += uint64(s) * n
-		}
-	}
-	for s, n := range d.sparse {
-		h.Sizes[s] += n
-		h.Packets += n
-		h.PayloadBytes += uint64(s) * n
-	}
-	h.PureACKs += d.pureACKs
-}
-
-func (t *tap) setErr(err error) {
-	t.errMu.Lock()
-	if t.err == nil {
-		t.err = err
-	}
-	t.errMu.Unlock()
-}
-
-func (t *tap) getErr() error {
-	t.errMu.Lock()
-	defer t.errMu.Unlock()
-	return t.err
-}
-
-// goLive empties the ring of whatever arrived between bind and the
-// reject-all filter (those packets were never filtered, and on lo they
-// include the outgoing copies), takes the kernel counters as the baseline
-// and attaches the real filter.
-func (t *tap) goLive(filter []bpf.RawInstruction) error {
-	for {
-		_, _, err := t.tp.ZeroCopyReadPacketData()
-		if errors.Is(err, afpacket.ErrTimeout) {
-			break
-		}
-		if errors.Is(err, unix.EINTR) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("capture: reading %s: %v", t.name, err)
-		}
-	}
-	_, s, err := t.tp.SocketStats()
-	if err != nil {
-		return fmt.Errorf("capture: reading socket statistics of %s: %v", t.name, err)
-	}
-	t.lastPkts, t.lastDrp = uint32(s.Packets()), uint32(s.Drops())
-	if err := t.tp.SetBPF(filter); err != nil {
-		return fmt.Errorf("capture: cannot attach socket filter on %s: %v", t.name, err)
-	}
-	return nil
-}
-
-// read counts segments until the capture is halted and the ring is empty.
-func (t *tap) read() {
-	defer t.c.wg.Done()
-	draining := false
-	n := 0
-	for {
-		data, ci, err := t.tp.ZeroCopyReadPacketData()
-		if err != nil {
-			if errors.Is(err, afpacket.ErrTimeout) {
-				// A full poll period without a packet. Once halt has put
-				// the reject-all filter on, the next such period proves
-				// the ring is empty for good.
-				if draining {
-					return
-				}
-				select {
-				case <-t.c.stopping:
-					draining = true
-				default:
-				}
-				if err := t.pollStats(); err != nil {
-					t.setErr(err)
-				}
-				continue
-			}
-			if errors.Is(err, unix.EINTR) {
-				continue
-			}
-			t.setErr(fmt.Errorf("capture: reading %s: %v", t.name, err))
-			return
-		}
-		if n++; n == statsEvery {
-			n = 0
-			if err := t.pollStats(); err != nil {
-				t.setErr(err)
-			}
-		}
-		s, ok := parseSegment(data, ci.Length)
-		d := -1
-		if ok {
-			d = t.c.direction(&s)
-		}
-		if d < 0 {
-			t.unparsed.Add(1)
-			continue
-		}
-		t.dir[d].count(&s)
-		if t.c.pcap != nil {
-			keep := min(len(data), s.hdrEnd)
-			ci.CaptureLength = keep
-			ci.InterfaceIndex = t.id
-			if err := t.c.pcap.write(ci, data[:keep]); err != nil {
-				t.setErr(err)
-			}
-		}
-	}
-}
-
-// pollStats folds the kernel's socket counters into 64-bit totals.
-// afpacket accumulates PACKET_STATISTICS (which the kernel clears on each
-// read) in 32-bit fields, so only differences modulo 2^32 are trusted.
-func (t *tap) pollStats() error {
-	t.statsMu.Lock()
-	defer t.statsMu.Unlock()
-	_, s, err := t.tp.SocketStats()
-	if err != nil {
-		return fmt.Errorf("capture: reading socket statistics of %s: %v", t.name, err)
-	}
-	p, d := uint32(s.Packets()), uint32(s.Drops())
-	t.kernel.Add(uint64(p - t.lastPkts))
-	t.drops.Add(uint64(d - t.lastDrp))
-	t.lastPkts, t.lastDrp = p, d
-	return nil
-}
-
-func (t *tap) ifaceStats() IfaceStats {
-	return IfaceStats{
-		Name:          t.name,
-		Packets:       t.dir[in].packets.Load() + t.dir[out].packets.Load(),
-		KernelPackets: t.kernel.Load(),
-		Drops:         t.drops.Load(),
-		Unparsed:      t.unparsed.Load(),
-	}
-}
-
-// pcapFile is the optional header dump, shared by all readers.
-type pcapFile struct {
-	mu sync.Mutex
-	f  *os.File
-	w  *pcapgo.NgWriter
-}
-
-func createPcap(path string, taps []*tap, snap int) (*pcapFile, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return nil, badInput{fmt.Errorf("capture: cannot create pcap file: %v", err)}
-	}
-	intf := func(t *tap) pcapgo.NgInterface {
-		return pcapgo.NgInterface{
-			Name:                t.name,
-			Description:         "TCP/IP headers only, cut at the TCP header end",
-			OS:                  "linux",
-			LinkType:            layers.LinkTypeRaw,
-			TimestampResolution: 9,
-			SnapLength:          uint32(snap),
-		}
-	}
-	opts := pcapgo.DefaultNgWriterOptions
-	opts.SectionInfo.Application = "brokertrace capture"
-	w, err := pcapgo.NewNgWriterInterface(f, intf(taps[0]), opts)
-	if err == nil {
-		for _, t := range taps[1:] {
-			if _, err = w.AddInterface(intf(t)); err != nil {
-				break
-			}
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("capture: cannot write pcap file %s: %v", path, err)
-	}
-	return &pcapFile{f: f, w: w}, nil
-}
-
-func (p *pcapFile) write(ci gopacket.CaptureInfo, data []byte) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if err := p.w.WritePacket(ci, data); err != nil {
-		return fmt.Errorf("capture: writing pcap file %s: %v", p.f.Name(), err)
-	}
-	return nil
-}
-
-// close records each interface's kernel counters, so a reader of the file
-// sees the drops too, and closes the file.
-func (p *pcapFile) close(st []IfaceStats) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var errs []error
-	now := time.Now()
-	for i, s := range st {
-		if err := p.w.WriteInterfaceStats(i, pcapgo.NgInterfaceStatistics{
-			LastUpdate:      now,
-			PacketsReceived: s.KernelPackets,
-			PacketsDropped:  s.Drops,
-		}); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	errs = append(errs, p.w.Flush(), p.f.Close())
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("capture: writing pcap file %s: %v", p.f.Name(), err)
-	}
-	return nil
 }

@@ -1,10 +1,12 @@
 package capture
 
 import (
-	"bufio"
 	"fmt"
-	"os"
-	"sort"
+	"maps"
+	"path/filepath"
+	"slices"
+
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Histogram counts the TCP segments of one direction by payload size. A
@@ -50,16 +52,6 @@ func (h *Histogram) Max() int {
 	return m
 }
 
-// sorted returns the sizes in ascending order.
-func (h *Histogram) sorted() []int {
-	s := make([]int, 0, len(h.Sizes))
-	for k := range h.Sizes {
-		s = append(s, k)
-	}
-	sort.Ints(s)
-	return s
-}
-
 // IfaceStats are one capture socket's own counters.
 type IfaceStats struct {
 	Name string
@@ -96,28 +88,27 @@ type Result struct {
 	Start, End int64
 }
 
+// histDir is one histogram of a Result with its name in packets.csv.
+type histDir struct {
+	name string
+	h    *Histogram
+}
+
+// directions are the Result's histograms, in first.
+func (r *Result) directions() []histDir {
+	return []histDir{{"in", &r.In}, {"out", &r.Out}}
+}
+
 // WriteCSV writes the histograms as packets.csv: header
 // direction,payload_bytes,packets, rows for in then out, sizes ascending.
 func (r *Result) WriteCSV(path string) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return fmt.Errorf("capture: cannot write %s: %w", path, err)
-	}
-	w := bufio.NewWriter(f)
-	fmt.Fprintln(w, "direction,payload_bytes,packets")
-	for _, d := range []struct {
-		name string
-		h    *Histogram
-	}{{"in", &r.In}, {"out", &r.Out}} {
-		for _, s := range d.h.sorted() {
-			fmt.Fprintf(w, "%s,%d,%d\n", d.name, s, d.h.Sizes[s])
+	var rows []recfile.PacketRow
+	for _, d := range r.directions() {
+		for _, s := range slices.Sorted(maps.Keys(d.h.Sizes)) {
+			rows = append(rows, recfile.PacketRow{Direction: d.name, PayloadBytes: uint64(s), Packets: d.h.Sizes[s]})
 		}
 	}
-	if err := w.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("capture: cannot write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
+	if err := recfile.WriteTable(filepath.Dir(path), filepath.Base(path), rows); err != nil {
 		return fmt.Errorf("capture: cannot write %s: %w", path, err)
 	}
 	return nil

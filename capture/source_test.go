@@ -83,7 +83,7 @@ func atoi(t *testing.T, s string) uint64 {
 func packetsCSV(t *testing.T, dir string) (in, out map[int]uint64) {
 	t.Helper()
 	in, out = map[int]uint64{}, map[int]uint64{}
-	for _, r := range readCSV(t, filepath.Join(dir, PacketsFile), "direction,payload_bytes,packets") {
+	for _, r := range readCSV(t, filepath.Join(dir, recfile.PacketsFile), "direction,payload_bytes,packets") {
 		h := map[string]map[int]uint64{"in": in, "out": out}[r[0]]
 		if h == nil {
 			t.Fatalf("packets.csv: direction %q", r[0])
@@ -110,7 +110,7 @@ type gsoRow struct {
 func gsoCSV(t *testing.T, dir string) []gsoRow {
 	t.Helper()
 	var out []gsoRow
-	for _, r := range readCSV(t, filepath.Join(dir, GSOFile), "direction,ifname,segs,skbs") {
+	for _, r := range readCSV(t, filepath.Join(dir, recfile.GSOFile), "direction,ifname,segs,skbs") {
 		segs := strings.TrimSuffix(r[2], "+")
 		out = append(out, gsoRow{dir: r[0], iface: r[1], segs: atoi(t, segs), skbs: atoi(t, r[3])})
 	}
@@ -179,7 +179,7 @@ func TestRecordNATS(t *testing.T) {
 	go func() {
 		var err error
 		res, err = record.Run(ctx, record.Config{Target: proc, Out: rec, Window: 50 * time.Millisecond, Live: w,
-			Sources: []source.Source{NewSource(SourceOptions{PcapPath: pcap}), NewNetstackSource()}})
+			Sources: []source.Source{NewSource(SourceOptions{PcapPath: pcap}), netstack.NewSource()}})
 		done <- err
 	}()
 	select {
@@ -202,10 +202,10 @@ func TestRecordNATS(t *testing.T) {
 	dropped := td.stop(t)
 
 	meta, cm := readMeta(t, rec)
-	if s := meta.Sources["capture"]; s.Status != "ok" || !slices.Equal(s.Files, []string{PacketsFile, NetFile}) {
+	if s := meta.Sources["capture"]; s.Status != "ok" || !slices.Equal(s.Files, []string{recfile.PacketsFile, recfile.NetFile}) {
 		t.Fatalf("capture source: %+v", s)
 	}
-	if s := meta.Sources["netstack"]; s.Status != "ok" || !slices.Equal(s.Files, []string{GSOFile}) {
+	if s := meta.Sources["netstack"]; s.Status != "ok" || !slices.Equal(s.Files, []string{recfile.GSOFile}) {
 		t.Fatalf("netstack source: %+v", s)
 	}
 	// The socket probe may lose markers on a loaded machine (its own
@@ -263,7 +263,7 @@ func TestRecordNATS(t *testing.T) {
 	}
 
 	// net.csv: contiguous windows whose sums are the whole recording.
-	rows := readCSV(t, filepath.Join(rec, NetFile),
+	rows := readCSV(t, filepath.Join(rec, recfile.NetFile),
 		"t_start_ns,t_end_ns,msgs_in,msgs_out,pkts_in,pkts_out,bytes_in,bytes_out,pkts_per_msg_in,pkts_per_msg_out,bytes_per_msg_in,bytes_per_msg_out")
 	var sum [6]uint64
 	var prevEnd uint64
@@ -419,7 +419,7 @@ func TestUnavailable(t *testing.T) {
 	}
 	dir := t.TempDir()
 	_, err = record.Run(context.Background(), record.Config{Target: proc, Out: dir, Duration: 300 * time.Millisecond,
-		Sources: []source.Source{NewSource(SourceOptions{}), NewNetstackSource()}})
+		Sources: []source.Source{NewSource(SourceOptions{}), netstack.NewSource()}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestUnavailable(t *testing.T) {
 	if !slices.ContainsFunc(meta.Warnings, func(w string) bool { return strings.HasPrefix(w, "capture: "+want) }) {
 		t.Errorf("warnings %q", meta.Warnings)
 	}
-	if _, err := os.Stat(filepath.Join(dir, PacketsFile)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, recfile.PacketsFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("packets.csv written without a capture: %v", err)
 	}
 	// The kernel probe runs anyway and saw nothing.
@@ -448,7 +448,7 @@ func TestUnavailable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, src := range []source.Source{NewSource(SourceOptions{}), NewNetstackSource()} {
+	for _, src := range []source.Source{NewSource(SourceOptions{}), netstack.NewSource()} {
 		err := src.Start(&source.Env{Target: sp, Out: t.TempDir()})
 		want := fmt.Sprintf("pid %d listens on no TCP port", sp.PID)
 		if !errors.Is(err, source.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) {
@@ -467,19 +467,19 @@ func TestChooseIfaces(t *testing.T) {
 		{Interface: net.Interface{Index: 4, Name: "veth1", Flags: up}, copies: true},
 		{Interface: net.Interface{Index: 5, Name: "eth1", Flags: 0}, addrs: []net.IP{net.ParseIP("10.5.0.1")}},
 	}
-	l := func(ip string) Listener { return Listener{IP: net.ParseIP(ip), Port: 4222} }
+	l := func(ip string) process.Listener { return process.Listener{IP: net.ParseIP(ip), Port: 4222} }
 	for _, tc := range []struct {
-		ls   []Listener
+		ls   []process.Listener
 		want []string
 	}{
-		{[]Listener{l("127.0.0.1")}, []string{"lo"}},
-		{[]Listener{l("::ffff:127.0.0.1"), l("::1")}, []string{"lo"}},
-		{[]Listener{l("10.1.2.3")}, []string{"lo", "eth0"}},
-		{[]Listener{l("0.0.0.0")}, []string{"lo", "eth0", "br0"}},
-		{[]Listener{l("::")}, []string{"lo", "eth0", "br0"}},
-		{[]Listener{l("10.5.0.1")}, []string{"lo"}},                 // its interface is down
-		{[]Listener{l("192.0.2.1")}, []string{"lo", "eth0", "br0"}}, // no interface has it
-		{[]Listener{l("10.9.0.1"), l("127.0.0.1")}, []string{"lo", "br0"}},
+		{[]process.Listener{l("127.0.0.1")}, []string{"lo"}},
+		{[]process.Listener{l("::ffff:127.0.0.1"), l("::1")}, []string{"lo"}},
+		{[]process.Listener{l("10.1.2.3")}, []string{"lo", "eth0"}},
+		{[]process.Listener{l("0.0.0.0")}, []string{"lo", "eth0", "br0"}},
+		{[]process.Listener{l("::")}, []string{"lo", "eth0", "br0"}},
+		{[]process.Listener{l("10.5.0.1")}, []string{"lo"}},                 // its interface is down
+		{[]process.Listener{l("192.0.2.1")}, []string{"lo", "eth0", "br0"}}, // no interface has it
+		{[]process.Listener{l("10.9.0.1"), l("127.0.0.1")}, []string{"lo", "br0"}},
 	} {
 		got, why := chooseIfaces(tc.ls, ifs)
 		if !slices.Equal(got, tc.want) || !strings.HasPrefix(why, "listening on "+tc.ls[0].String()) {
@@ -521,44 +521,10 @@ func TestCopyIfaces(t *testing.T) {
 	if !maps.Equal(copies, want) {
 		t.Errorf("copies %v, want %v", copies, want)
 	}
-	got, _ := chooseIfaces([]Listener{{IP: net.IPv6unspecified, Port: 1}}, ifs)
+	got, _ := chooseIfaces([]process.Listener{{IP: net.IPv6unspecified, Port: 1}}, ifs)
 	slices.Sort(got)
 	if !slices.Equal(got, []string{"br0", "lo", "v1"}) {
 		t.Errorf("wildcard chose %v", got)
-	}
-}
-
-// TestListeners reads this test's own listening sockets from /proc: v4 and
-// v6, loopback and wildcard, and not its connected sockets.
-func TestListeners(t *testing.T) {
-	var want []*net.TCPAddr
-	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "0.0.0.0:0"} {
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			t.Skipf("cannot listen on %s: %v", addr, err)
-		}
-		t.Cleanup(func() { l.Close() })
-		want = append(want, l.Addr().(*net.TCPAddr))
-	}
-	// A connected socket is not a listener.
-	c, err := net.Dial("tcp", want[0].String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ls, err := Listeners(os.Getpid())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ls) != len(want) {
-		t.Errorf("listeners %v, want %v", ls, want)
-	}
-	for _, w := range want {
-		if !slices.ContainsFunc(ls, func(l Listener) bool {
-			return int(l.Port) == w.Port && (l.IP.Equal(w.IP) || (l.IP.IsUnspecified() && w.IP.IsUnspecified()))
-		}) {
-			t.Errorf("listener %s not found in %v", w, ls)
-		}
 	}
 }
 
@@ -665,7 +631,7 @@ func TestGSOAndGRO(t *testing.T) {
 			dir := t.TempDir()
 			env := &source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}
 			capt := NewSource(SourceOptions{})
-			ns := NewNetstackSource()
+			ns := netstack.NewSource()
 			ns.ForcePath = tc.path
 			for _, s := range []source.Source{capt, ns} {
 				if err := s.Start(env); err != nil {
@@ -709,7 +675,7 @@ func TestGSOAndGRO(t *testing.T) {
 				}
 			}
 			cm := metas[0].Meta.(*CaptureMeta)
-			nm := metas[1].Meta.(*NetstackMeta)
+			nm := metas[1].Meta.(*netstack.Meta)
 			if !slices.Equal(cm.Ifaces, []string{"lo", v.ifB}) {
 				t.Errorf("capture chose %v (%s), want lo and %s", cm.Ifaces, cm.IfacesFrom, v.ifB)
 			}
@@ -845,7 +811,7 @@ func TestBigTCPv6(t *testing.T) {
 	td := startTcpdump(t, ns, "lo", port, filepath.Join(dir, "tcpdump.pcap"), "ip6")
 	env := &source.Env{Target: proc, Out: dir, Window: time.Second}
 	pcap := filepath.Join(dir, "big.pcapng")
-	capt, nsrc := NewSource(SourceOptions{PcapPath: pcap}), NewNetstackSource()
+	capt, nsrc := NewSource(SourceOptions{PcapPath: pcap}), netstack.NewSource()
 	for _, s := range []source.Source{capt, nsrc} {
 		if err := s.Start(env); err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
@@ -895,8 +861,8 @@ func TestBigTCPv6(t *testing.T) {
 			over = r.skbs
 		}
 	}
-	nm := res[1].Meta.(*NetstackMeta)
-	var outMeta HistMeta
+	nm := res[1].Meta.(*netstack.Meta)
+	var outMeta netstack.HistMeta
 	for _, h := range nm.Hists {
 		if h.Dir == "out" {
 			outMeta = h
@@ -954,7 +920,7 @@ func BenchmarkNetstack(b *testing.B) {
 		b.ReportMetric(floor, "sender-cpu-ns/msg")
 	})
 	b.Run("netstack", func(b *testing.B) {
-		ino, err := netstack.NetNSInode(nsPath(ns))
+		ino, err := process.NetNSInode(nsPath(ns))
 		if err != nil {
 			b.Fatal(err)
 		}

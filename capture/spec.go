@@ -50,7 +50,7 @@ func newCaptureSource(target *process.Process, names []string, pcap string) (sou
 		ifaces = append(ifaces, n)
 	}
 	if len(ifaces) > 0 {
-		if err := CheckIfaces(fmt.Sprintf("/proc/%d/ns/net", target.PID), ifaces); err != nil && IsBadInput(err) {
+		if err := CheckIfaces(process.NetNSPath(target.PID), ifaces); err != nil && IsBadInput(err) {
 			return nil, fmt.Errorf("record: --iface: %s", strings.TrimPrefix(err.Error(), "capture: "))
 		}
 		// A namespace that cannot be entered is left to the source: it says
@@ -65,22 +65,4 @@ func newCaptureSource(target *process.Process, names []string, pcap string) (sou
 		}
 	}
 	return NewSource(SourceOptions{Ifaces: ifaces, PcapPath: pcap}), nil
-}
-
-// NetstackSpec is the netstack probe's entry in the table of sources
-// (--gso: gso.csv).
-func NetstackSpec() source.Spec {
-	var on bool
-	return source.Spec{
-		Name: "netstack",
-		Flags: func(fl *pflag.FlagSet) {
-			fl.BoolVar(&on, "gso", true, "count TCP segments per skb at the devices: GSO/TSO on send, GRO on receive (gso.csv)")
-		},
-		New: func(*process.Process) (source.Source, error) {
-			if !on {
-				return nil, nil
-			}
-			return NewNetstackSource(), nil
-		},
-	}
 }

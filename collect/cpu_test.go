@@ -1,8 +1,6 @@
 package collect
 
 import (
-	"bufio"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -14,10 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokertrace/brokertrace/source"
-
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/process"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // The CPU source is tested against the kernel: a CPU-burning process in a
@@ -27,13 +26,6 @@ import (
 func TestMain(m *testing.M) {
 	RunShim() // Group.Start on v1 re-executes this test binary as its shim
 	os.Exit(m.Run())
-}
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
 }
 
 // newGroup creates a group that the test removes at cleanup.
@@ -128,36 +120,14 @@ func runSource(t *testing.T, proc *process.Process, opts Options, n int) *record
 	if err := json.Unmarshal(b, &r.meta); err != nil {
 		t.Fatal(err)
 	}
-	r.windows = readCSV(t, filepath.Join(dir, CPUFile))
-	r.perMsg = readCSV(t, filepath.Join(dir, CPUPerMsgFile))
-	r.cores = readCSV(t, filepath.Join(dir, CPUCoresFile))
+	r.windows = testutil.ReadCSVMaps(t, filepath.Join(dir, recfile.CPUFile))
+	r.perMsg = testutil.ReadCSVMaps(t, filepath.Join(dir, recfile.CPUPerMsgFile))
+	r.cores = testutil.ReadCSVMaps(t, filepath.Join(dir, recfile.CPUCoresFile))
 	// The last reading, right after the one before, replaces it.
 	if len(r.windows) != r.meta.Samples-1 || r.meta.Samples != n+1 || r.meta.Reads != n+2 {
 		t.Fatalf("%d windows from %d samples (%d reads), want %d samples", len(r.windows), r.meta.Samples, r.meta.Reads, n+1)
 	}
 	return r
-}
-
-func readCSV(t *testing.T, file string) []map[string]string {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var rows []map[string]string
-	for _, rec := range recs[1:] {
-		m := map[string]string{}
-		for i, h := range recs[0] {
-			m[h] = rec[i]
-		}
-		rows = append(rows, m)
-	}
-	return rows
 }
 
 func num(t *testing.T, row map[string]string, col string) float64 {
@@ -321,7 +291,7 @@ func checkBusy(t *testing.T, r *recording, version, path string) {
 // TestBusyCgroup: the host's default cgroup version (v1 cpuacct on a hybrid
 // or legacy host).
 func TestBusyCgroup(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	g := newGroup(t, GroupOptions{})
 	proc := startBusy(t, g)
 	r := runSource(t, proc, Options{Every: 50}, 10)
@@ -355,7 +325,7 @@ func TestBusyCgroup(t *testing.T) {
 // TestBusyCgroupV2: a cgroup2 group, read through cpu.stat (on a hybrid
 // host in the unified hierarchy, where the target's v1 cgroup is the root).
 func TestBusyCgroupV2(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	if discover("").unified == nil {
 		t.Skip("no cgroup2 hierarchy")
 	}
@@ -371,7 +341,7 @@ func TestBusyCgroupV2(t *testing.T) {
 
 // TestPinned: --cpus puts the process on those CPUs only.
 func TestPinned(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	cpu := "0"
 	if n := strings.TrimSpace(hostCPUs()); n != "0" {
 		cpu = "1"
@@ -403,7 +373,7 @@ func TestPinned(t *testing.T) {
 // TestGroupKillsLeftovers: Delete kills what the broker left in the group
 // (a child that outlived it) and removes the directories.
 func TestGroupKillsLeftovers(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	g, err := NewGroup(GroupOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -459,7 +429,7 @@ func alive(pid int) bool {
 // TestStartErrors: a program that cannot be executed is reported, and
 // nothing is left running in the group.
 func TestStartErrors(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	for _, version := range []string{"v1", "v2"} {
 		t.Run(version, func(t *testing.T) {
 			l := discover("")
@@ -486,7 +456,7 @@ func TestStartErrors(t *testing.T) {
 // TestBadCPUs: a CPU list the kernel refuses is ErrBadCPUs and leaves no
 // cgroup behind.
 func TestBadCPUs(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	_, err := NewGroup(GroupOptions{CPUs: "4095"})
 	if err == nil || !strings.Contains(err.Error(), "4095") || !strings.Contains(err.Error(), hostCPUs()) {
 		t.Fatalf("err %v", err)
@@ -511,7 +481,7 @@ func TestBadCPUs(t *testing.T) {
 // TestCgroupMissing: when the cgroup cannot be read the recording goes on
 // with /proc, and meta.json says what is missing.
 func TestCgroupMissing(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	proc := startBusy(t, nil) // in the test's own (root) cgroups
 	empty := t.TempDir()
 	for _, c := range []struct {
@@ -566,7 +536,7 @@ func TestCgroupMissing(t *testing.T) {
 // after it empty, without failing or warning, and the readings before it
 // intact.
 func TestTargetExits(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	cmd := exec.Command("sha256sum", "/dev/zero")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -594,7 +564,7 @@ func TestTargetExits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := readCSV(t, filepath.Join(dir, CPUFile))
+	w := testutil.ReadCSVMaps(t, filepath.Join(dir, recfile.CPUFile))
 	m := res.Meta.(CPUMeta)
 	if m.Failures["stat"] != 2 || m.Reads != 4 || m.Samples != len(w)+1 || len(w) < 2 || w[0]["broker_proc_util"] == "" {
 		t.Fatalf("failures %v, %d reads, %d samples; windows %v", m.Failures, m.Reads, m.Samples, w)
@@ -615,11 +585,13 @@ func TestTargetExits(t *testing.T) {
 // replaces it when it has every counter the last one had, else it is
 // dropped; cpu_cores.csv follows the readings kept.
 func TestReadingGaps(t *testing.T) {
-	var buf strings.Builder
 	s := NewSource(Options{})
 	s.minGap = 25
-	w := bufio.NewWriter(&buf)
-	s.cores = w
+	dir := t.TempDir()
+	var err error
+	if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](dir, recfile.CPUCoresFile); err != nil {
+		t.Fatal(err)
+	}
 	full := func(ts int64, busy int64) (reading, map[int64]cpuTimes) {
 		return reading{t: ts, runOK: true, statOK: true, systemOK: true, ncpu: 1},
 			map[int64]cpuTimes{0: {user: busy, idle: ts - busy}}
@@ -634,8 +606,14 @@ func TestReadingGaps(t *testing.T) {
 		}
 		s.add(r, per)
 	}
-	s.flushCores()
-	w.Flush()
+	if err := s.closeCores(); err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(filepath.Join(dir, recfile.CPUCoresFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, _ := strings.Cut(string(file), "\n") // the rows after the header
 	var ts []int64
 	for _, r := range s.readings {
 		ts = append(ts, r.t)
@@ -645,7 +623,7 @@ func TestReadingGaps(t *testing.T) {
 	}
 	want := "0,110,0,0.545455,0.545455,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.454545\n" +
 		"110,210,0,0.500000,0.500000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.500000\n"
-	if buf.String() != want {
-		t.Fatalf("cpu_cores.csv rows:\n%s\nwant:\n%s", buf.String(), want)
+	if rows != want {
+		t.Fatalf("cpu_cores.csv rows:\n%s\nwant:\n%s", rows, want)
 	}
 }

@@ -36,8 +36,8 @@ func readCSV(t *testing.T, dir string) []csvRow {
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	if !sc.Scan() || sc.Text() != CSVHeader {
-		t.Fatalf("e2e.csv header = %q, want %q", sc.Text(), CSVHeader)
+	if !sc.Scan() || sc.Text() != e2eHeader {
+		t.Fatalf("e2e.csv header = %q, want %q", sc.Text(), e2eHeader)
 	}
 	var rows []csvRow
 	for sc.Scan() {

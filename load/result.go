@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
+	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -222,37 +222,30 @@ func (r *Result) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("output directory: %w", err)
 	}
-	if err := writeAtomic(filepath.Join(dir, "e2e.csv"), r.writeCSV); err != nil {
+	if err := writeAtomic(filepath.Join(dir, recfile.E2EFile), r.writeCSV); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, "load.json"), func(w *bufio.Writer) error {
+	return writeAtomic(filepath.Join(dir, recfile.LoadJSONFile), func(w *bufio.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.Summary)
 	})
 }
 
-// CSVHeader is the first line of e2e.csv.
-const CSVHeader = "id,t_intended_ns,t_send_ns,t_recv_ns,warmup"
-
+// writeCSV writes e2e.csv: one recfile.E2ERow per message sent, in send
+// order, streamed from the run's arrays.
 func (r *Result) writeCSV(w *bufio.Writer) error {
-	w.WriteString(CSVHeader + "\n")
+	w.WriteString(strings.Join(recfile.Columns[recfile.E2ERow](), ",") + "\n")
 	var line []byte
 	for i := 0; i < r.Sent; i++ {
-		line = strconv.AppendUint(line[:0], r.Config.IDBase+uint64(i), 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, r.Intended[i], 10)
-		line = append(line, ',')
-		line = strconv.AppendInt(line, r.Send[i], 10)
-		line = append(line, ',')
-		if t := r.Recv[i]; t != 0 {
-			line = strconv.AppendInt(line, t, 10)
+		row := recfile.E2ERow{ID: r.Config.IDBase + uint64(i), TIntended: r.Intended[i], TSend: r.Send[i]}
+		if r.Recv[i] != 0 {
+			row.TRecv = &r.Recv[i]
 		}
 		if r.IsWarmup(i) {
-			line = append(line, ",1\n"...)
-		} else {
-			line = append(line, ",0\n"...)
+			row.Warmup = 1
 		}
+		line = recfile.AppendRow(line[:0], &row)
 		if _, err := w.Write(line); err != nil {
 			return err
 		}

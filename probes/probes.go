@@ -11,7 +11,6 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
-	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
@@ -103,16 +102,6 @@ func Prepare() error {
 	return nil
 }
 
-// Attach links a tracepoint program: through BTF (tp_btf, the program's
-// attach target is in its section name) when btf is set, else as a raw
-// tracepoint by name.
-func Attach(p *ebpf.Program, btf bool, tracepoint string) (link.Link, error) {
-	if btf {
-		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-	}
-	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: tracepoint, Program: p})
-}
-
 // RecursionMisses sums the runs the kernel skipped because a program would
 // have nested in itself on a CPU: data a probe never saw, to be reported.
 func RecursionMisses(progs []*ebpf.Program) uint64 {
@@ -123,73 +112,4 @@ func RecursionMisses(progs []*ebpf.Program) uint64 {
 		}
 	}
 	return n
-}
-
-// Hook is one tracepoint and the names of its program on each path: tp_btf
-// (BTF) and the raw_tp fallback (Raw).
-type Hook struct {
-	Tracepoint string
-	BTF, Raw   string
-}
-
-// KeepPath deletes from spec every program that is not the chosen path's
-// program of one of hooks: the other path's programs may not verify on
-// this kernel, and nothing else is to be loaded.
-func KeepPath(spec *ebpf.CollectionSpec, hooks []Hook, btf bool) {
-	keep := map[string]bool{}
-	for _, h := range hooks {
-		keep[h.name(btf)] = true
-	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
-		}
-	}
-}
-
-func (h Hook) name(btf bool) string {
-	if btf {
-		return h.BTF
-	}
-	return h.Raw
-}
-
-// AttachHooks attaches the chosen path's program of every hook from coll.
-// It returns the programs and links in hook order; on an error the links
-// made so far are closed.
-func AttachHooks(coll *ebpf.Collection, hooks []Hook, btf bool) ([]*ebpf.Program, []link.Link, error) {
-	var progs []*ebpf.Program
-	var links []link.Link
-	for _, h := range hooks {
-		p := coll.Programs[h.name(btf)]
-		l, err := Attach(p, btf, h.Tracepoint)
-		if err != nil {
-			for _, l := range links {
-				l.Close()
-			}
-			path := "raw_tp"
-			if btf {
-				path = "tp_btf"
-			}
-			return nil, nil, fmt.Errorf("%w: attaching %s to %s: %v", ErrKernel, path, h.Tracepoint, err)
-		}
-		progs = append(progs, p)
-		links = append(links, l)
-	}
-	return progs, links, nil
-}
-
-// TryPaths opens a probe on its tp_btf path and, when that fails, on its
-// raw_tp fallback. fallback is the tp_btf error when the fallback ran, so
-// that meta data can say why.
-func TryPaths[T any](open func(btf bool) (T, error)) (t T, fallback string, err error) {
-	t, err = open(true)
-	if err == nil {
-		return t, "", nil
-	}
-	t, rawErr := open(false)
-	if rawErr != nil {
-		return t, "", fmt.Errorf("%w; raw_tp fallback: %v", err, rawErr)
-	}
-	return t, err.Error(), nil
 }

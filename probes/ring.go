@@ -26,6 +26,12 @@ type RingHandlers struct {
 	// Idle, if set, is called with the CLOCK_MONOTONIC time whenever the
 	// ring was found empty: every record reserved before then was read.
 	Idle func(now int64)
+	// Drained, if set, is called after every poll that found the ring
+	// empty, with the time the poll began: the reader only gives up after
+	// it saw the ring empty during the poll, so every record committed
+	// before that time was delivered. Unlike Idle's, this time needs no
+	// second look at the ring.
+	Drained func(since int64)
 	// Stop, if set, runs when ctx ends, before the last drain: a probe
 	// detaches there, so that nothing new arrives.
 	Stop func()
@@ -49,6 +55,10 @@ func ReadRing(ctx context.Context, rd *ringbuf.Reader, h RingHandlers) error {
 		}
 	}
 	for {
+		var start int64
+		if h.Drained != nil {
+			start = monotime.Now()
+		}
 		rd.SetDeadline(time.Now().Add(RingPoll))
 		err := rd.ReadInto(&rec)
 		switch {
@@ -57,6 +67,9 @@ func ReadRing(ctx context.Context, rd *ringbuf.Reader, h RingHandlers) error {
 			idle()
 		case errors.Is(err, os.ErrDeadlineExceeded):
 			idle()
+			if h.Drained != nil {
+				h.Drained(start)
+			}
 		case errors.Is(err, ringbuf.ErrFlushed), errors.Is(err, os.ErrClosed), errors.Is(err, ringbuf.ErrClosed):
 			if ctx.Err() != nil {
 				return nil

@@ -12,14 +12,11 @@ import (
 	"github.com/prometheus/procfs"
 )
 
-// tcpListen is TCP_LISTEN, the "st" column of /proc/net/tcp for a listening
-// socket.
-const tcpListen = 0x0A
-
 // ByPort returns the process holding the TCP socket that listens on port,
 // over IPv4 or IPv6 on any local address: it looks the port up in
 // /proc/net/tcp and /proc/net/tcp6 to get the socket inode, then finds the
-// process whose /proc/PID/fd has a link to "socket:[inode]".
+// process whose /proc/PID/fd has a link to "socket:[inode]" (see Listeners
+// for the reverse: the sockets one process listens on).
 //
 // If several processes hold the listening socket — a broker that forked
 // workers after binding, or children that inherited the descriptor — the one
@@ -36,21 +33,15 @@ func ByPort(port int) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open /proc: %w", err)
 	}
+	// The caller's namespace is its own pid's.
+	socks, err := listening(os.Getpid())
+	if err != nil {
+		return nil, err
+	}
 	inodes := map[string]bool{} // "socket:[N]" fd link targets
-	for _, read := range []func() (procfs.NetTCP, error){fs.NetTCP, fs.NetTCP6} {
-		socks, err := read()
-		if err != nil {
-			// tcp6 is absent when IPv6 is disabled; that only means
-			// no IPv6 listener.
-			if errors.Is(err, os.ErrNotExist) {
-				continue
-			}
-			return nil, fmt.Errorf("read TCP sockets: %w", err)
-		}
-		for _, s := range socks {
-			if s.St == tcpListen && s.LocalPort == uint64(port) && s.Inode != 0 {
-				inodes["socket:["+strconv.FormatUint(s.Inode, 10)+"]"] = true
-			}
+	for _, s := range socks {
+		if s.Port == uint16(port) {
+			inodes["socket:["+strconv.FormatUint(s.inode, 10)+"]"] = true
 		}
 	}
 	if len(inodes) == 0 {

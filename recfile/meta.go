@@ -1,6 +1,5 @@
 package recfile
 
-
 // Meta is meta.json: everything needed to interpret and trust a recording.
 type Meta struct {
 	Tool    string `json:"tool"`
@@ -26,8 +25,8 @@ type Meta struct {
 	Sources map[string]SourceMeta `json:"sources"`
 
 	Messages MessageCounts `json:"messages"`
-	Rows     int64            `json:"rows"`
-	Files    []string         `json:"files"`
+	Rows     int64         `json:"rows"`
+	Files    []string      `json:"files"`
 	// Warnings lists every known loss or gap in plain words; empty when the
 	// recording is complete.
 	Warnings []string `json:"warnings"`
@@ -54,10 +53,10 @@ type Target struct {
 
 // Probe describes the socket-I/O probe that ran and its counters.
 type Probe struct {
-	Path      string       `json:"path"`
-	Hooks     []string     `json:"hooks"`
-	ScanLimit int          `json:"scan_limit_bytes"`
-	RingSize  int          `json:"ring_buffer_bytes"`
+	Path      string         `json:"path"`
+	Hooks     []string       `json:"hooks"`
+	ScanLimit int            `json:"scan_limit_bytes"`
+	RingSize  int            `json:"ring_buffer_bytes"`
 	Stats     SocketCounters `json:"counters"`
 }
 
@@ -84,19 +83,20 @@ type MessageCounts struct {
 }
 
 // SocketCounters are the socket-I/O probe's counters, summed over CPUs;
-// [2] arrays are [in, out].
+// [2] arrays are [in, out]. Counters every probe has are named alike in
+// every section of meta.json: events, dropped, missed (see package probes).
 type SocketCounters struct {
-	Calls          [2]uint64 `json:"calls"`             // traced TCP socket calls
-	Bytes          [2]uint64 `json:"bytes"`             // bytes they moved
-	Scanned        [2]uint64 `json:"bytes_scanned"`     // bytes scanned for markers
-	Unscanned      [2]uint64 `json:"bytes_unscanned"`   // beyond the scan or iovec limit
-	FaultBytes     [2]uint64 `json:"bytes_faulted"`     // user memory that could not be read
-	OtherCalls     [2]uint64 `json:"other_calls"`       // calls that cannot be scanned (sendfile, io_uring…)
-	OtherBytes     [2]uint64 `json:"other_bytes"`       // bytes those calls moved
-	Markers        [2]uint64 `json:"markers"`           // markers found
-	Peeks          uint64    `json:"peeks"`             // MSG_PEEK/TRUNC/ERRQUEUE reads, not scanned
-	Events         uint64    `json:"events"`            // events written to the ring buffer
-	DroppedEvents  uint64    `json:"dropped_events"`    // events lost because the ring buffer was full
-	DroppedMarkers uint64    `json:"dropped_markers"`   // markers in those events
-	Missed         uint64    `json:"missed_recursions"` // program runs the kernel skipped (recursion on a CPU)
+	Calls          [2]uint64 `json:"calls"`           // traced TCP socket calls
+	Bytes          [2]uint64 `json:"bytes"`           // bytes they moved
+	Scanned        [2]uint64 `json:"scanned_bytes"`   // bytes scanned for markers
+	Unscanned      [2]uint64 `json:"unscanned_bytes"` // beyond the scan or iovec limit
+	FaultBytes     [2]uint64 `json:"faulted_bytes"`   // user memory that could not be read
+	OtherCalls     [2]uint64 `json:"other_calls"`     // calls that cannot be scanned (sendfile, io_uring…)
+	OtherBytes     [2]uint64 `json:"other_bytes"`     // bytes those calls moved
+	Markers        [2]uint64 `json:"markers"`         // markers found
+	Peeks          uint64    `json:"peeks"`           // MSG_PEEK/TRUNC/ERRQUEUE reads, not scanned
+	Events         uint64    `json:"events"`          // events written to the ring buffer
+	DroppedEvents  uint64    `json:"dropped"`         // events lost because the ring buffer was full
+	DroppedMarkers uint64    `json:"dropped_markers"` // markers in those events
+	Missed         uint64    `json:"missed"`          // program runs the kernel skipped (recursion on a CPU)
 }

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
-
 )
 
 func TestMessagesRoundTrip(t *testing.T) {

@@ -134,3 +134,14 @@ type GSORow struct {
 	Segs      string `csv:"segs"`
 	SKBs      uint64 `csv:"skbs"`
 }
+
+// Columns the sources add to messages.csv after MessageColumns, each
+// source's in its place in the table of sources.
+var (
+	// SchedMessageColumns: switches out of the target's threads, and their
+	// on-CPU time, between t_in and t_out.
+	SchedMessageColumns = []string{"ctxsw", "oncpu_ns"}
+	// SockqMessageColumns: when the message's bytes were queued on the
+	// broker's socket, and how long they waited there.
+	SockqMessageColumns = []string{"t_arrive_ns", "sockq_wait_ns"}
+)

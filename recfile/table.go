@@ -3,6 +3,7 @@ package recfile
 import (
 	"bufio"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unicode"
+	"unicode/utf8"
 )
 
 // A row type declares one CSV file: each exported field with a `csv` tag is
@@ -110,14 +113,25 @@ func appendField(dst []byte, f reflect.Value, c column) []byte {
 }
 
 // appendString quotes s as encoding/csv's Writer does: only when it holds a
-// comma, a quote, a line break, or begins with a space.
+// comma, a quote or a line break, begins with white space, or is `\.`.
 func appendString(dst []byte, s string) []byte {
-	if s == "" || (!strings.ContainsAny(s, ",\"\r\n") && s[0] != ' ' && s[0] != '\t') {
+	if !needsQuotes(s) {
 		return append(dst, s...)
 	}
 	dst = append(dst, '"')
 	dst = append(dst, strings.ReplaceAll(s, `"`, `""`)...)
 	return append(dst, '"')
+}
+
+func needsQuotes(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s == `\.` || strings.ContainsAny(s, ",\"\r\n") {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(s)
+	return unicode.IsSpace(r)
 }
 
 // A Table writes one CSV file of rows of T, header first, so that even a
@@ -187,14 +201,14 @@ func ScanTable[T any](path string, fn func(*T) error) error {
 	r.ReuseRecord = true
 	hdr, err := r.Read()
 	if err != nil {
-		return fmt.Errorf("%s: reading header: %w", path, err)
+		return &ScanError{Path: path, Line: 1, Err: err}
 	}
 	var row T
 	v := reflect.ValueOf(&row).Elem()
 	cols := layout(v.Type())
-	idx, err := columnIndex(hdr, cols)
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
+	idx, missing := columnIndex(hdr, cols)
+	if missing != "" {
+		return &ScanError{Path: path, Line: 1, Column: missing, Err: ErrNoColumn}
 	}
 	for line := 2; ; line++ {
 		rec, err := r.Read()
@@ -202,11 +216,11 @@ func ScanTable[T any](path string, fn func(*T) error) error {
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
+			return &ScanError{Path: path, Line: line, Fields: len(rec), Header: len(hdr), Err: err}
 		}
 		for i, c := range cols {
 			if err := parseField(v.Field(c.index), c, rec[idx[i]]); err != nil {
-				return fmt.Errorf("%s:%d: column %s: %w", path, line, c.name, err)
+				return &ScanError{Path: path, Line: line, Column: c.name, Value: rec[idx[i]], Err: err}
 			}
 		}
 		if err := fn(&row); err != nil {
@@ -225,20 +239,54 @@ func ReadTable[T any](path string) ([]T, error) {
 	return out, err
 }
 
-func columnIndex(hdr []string, cols []column) ([]int, error) {
+// ErrNoColumn is a ScanError's Err when the header lacks a column the row
+// type declares.
+var ErrNoColumn = errors.New("no such column")
+
+// A ScanError says where ScanTable stopped and why, so that each reader
+// can word it for its file: Line 1 is the header (Err io.EOF: the file is
+// empty; ErrNoColumn: Column is absent); a later line is a row that
+// encoding/csv refused (Err a *csv.ParseError; Fields and Header are the
+// row's and the header's number of fields) or whose Column holds a Value
+// that does not fit the column's type.
+type ScanError struct {
+	Path           string
+	Line           int
+	Column, Value  string
+	Fields, Header int
+	Err            error
+}
+
+func (e *ScanError) Error() string {
+	switch {
+	case e.Line == 1 && e.Err == ErrNoColumn:
+		return fmt.Sprintf("%s: no column %q", e.Path, e.Column)
+	case e.Line == 1:
+		return fmt.Sprintf("%s: reading header: %v", e.Path, e.Err)
+	case e.Column != "":
+		return fmt.Sprintf("%s:%d: column %s: %v", e.Path, e.Line, e.Column, e.Err)
+	}
+	return fmt.Sprintf("%s:%d: %v", e.Path, e.Line, e.Err)
+}
+
+func (e *ScanError) Unwrap() error { return e.Err }
+
+// columnIndex finds each column of the row type in the header; missing is
+// the first it lacks.
+func columnIndex(hdr []string, cols []column) (idx []int, missing string) {
 	at := make(map[string]int, len(hdr))
 	for i, h := range hdr {
 		at[h] = i
 	}
-	idx := make([]int, len(cols))
+	idx = make([]int, len(cols))
 	for i, c := range cols {
 		k, ok := at[c.name]
 		if !ok {
-			return nil, fmt.Errorf("no column %q", c.name)
+			return nil, c.name
 		}
 		idx[i] = k
 	}
-	return idx, nil
+	return idx, ""
 }
 
 // parseField sets f from s, refusing values that do not fit the field's

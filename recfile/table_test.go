@@ -39,6 +39,7 @@ func TestTableRoundTripAndCSVQuoting(t *testing.T) {
 		{S: ` leading space`, R: 2},
 		{S: `quote"inside`, R: 0},
 		{S: "line\nbreak"},
+		{S: `\.`}, {S: "\u00a0nbsp first"}, {S: "tab\tinside"}, {S: "\rcr"},
 	}
 	if err := WriteTable(dir, "t.csv", rows); err != nil {
 		t.Fatal(err)

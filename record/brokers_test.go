@@ -2,24 +2,22 @@ package record_test
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/brokertrace/brokertrace/source"
-
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // TestBrokers records each real broker from Debian's packages while the
@@ -65,18 +63,6 @@ func TestBrokers(t *testing.T) {
 	}
 }
 
-type attachWatch struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-func (w *attachWatch) Write(p []byte) (int, error) {
-	if strings.HasPrefix(string(p), "brokertrace: attached") {
-		w.once.Do(func() { close(w.ch) })
-	}
-	return len(p), nil
-}
-
 func recordBroker(t *testing.T, pid int, url string) {
 	proc, err := process.ByPID(pid)
 	if err != nil {
@@ -84,7 +70,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 	}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &attachWatch{ch: make(chan struct{})}
+	w := testutil.NewAttachedWatcher()
 	done := make(chan error, 1)
 	var res *record.Result
 	go func() {
@@ -94,7 +80,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 		done <- err
 	}()
 	select {
-	case <-w.ch:
+	case <-w.Seen():
 	case err := <-done:
 		t.Fatalf("recording ended before attaching: %v", err)
 	case <-time.After(30 * time.Second):
@@ -159,18 +145,10 @@ func recordBroker(t *testing.T, pid int, url string) {
 		t.Fatalf("losses: %+v %+v", st, res.Meta.Messages)
 	}
 	// The scheduler source names the threads that read and wrote.
-	f, err := os.Open(filepath.Join(dir, sched.ThreadsFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, rows := testutil.ReadCSV(t, filepath.Join(dir, sched.ThreadsFile))
 	comms := map[string]bool{}
 	var read, written int
-	for _, r := range rows[1:] {
+	for _, r := range rows {
 		comms[r[1]] = true
 		var a, b int
 		if _, err := fmtSscan(r[7], &a); err == nil {
@@ -186,7 +164,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 	h := res.Latency
 	t.Logf("%s: %d/%d messages via %v; broker latency p50 %s p99 %s; %d threads (%d names); %s",
 		url, len(seen), len(sent), callsUsed(st), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)),
-		len(rows)-1, len(comms), strings.Join(res.Summaries, "; "))
+		len(rows), len(comms), strings.Join(res.Summaries, "; "))
 }
 
 func fmtSscan(s string, v *int) (int, error) { return fmt.Sscan(s, v) }

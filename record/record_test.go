@@ -2,11 +2,8 @@ package record
 
 import (
 	"context"
-	"net"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/probes/sockio"
@@ -24,13 +22,6 @@ import (
 
 // These tests record a real nats-server from Debian while real clients send
 // marked messages through it, and check the recording message by message.
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load eBPF programs")
-	}
-}
 
 // recording runs Run in the background against the server.
 type recording struct {
@@ -50,14 +41,13 @@ func startRecording(t *testing.T, srv *testbroker.NATS, path sockio.Path) *recor
 	r := &recording{dir: t.TempDir(), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
-	attached := make(chan struct{})
-	live := &lineWatcher{prefix: "brokertrace: attached", seen: attached}
+	live := testutil.NewAttachedWatcher()
 	go func() {
 		defer close(r.done)
 		r.res, r.err = Run(ctx, Config{Target: proc, SelectedBy: "pid", Out: r.dir, Path: path, Live: live, LiveInterval: 200 * time.Millisecond})
 	}()
 	select {
-	case <-attached:
+	case <-live.Seen():
 	case <-r.done:
 		t.Fatalf("recording ended before attaching: %v", r.err)
 	case <-time.After(30 * time.Second):
@@ -87,27 +77,6 @@ func (r *recording) stop(t *testing.T) (*Result, []recfile.Message) {
 	return r.res, msgs
 }
 
-// lineWatcher closes seen when a line with the prefix is written.
-type lineWatcher struct {
-	mu     sync.Mutex
-	prefix string
-	seen   chan struct{}
-	once   sync.Once
-	lines  []string
-}
-
-func (w *lineWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w.lines = append(w.lines, l)
-		if strings.HasPrefix(l, w.prefix) {
-			w.once.Do(func() { close(w.seen) })
-		}
-	}
-	return len(p), nil
-}
-
 // TestNATSLoad: thousands of messages from a producer to a consumer through
 // nats-server. Every id is found exactly once in and once out, and the
 // broker's times agree with the end-to-end times the clients measured on the
@@ -117,7 +86,7 @@ func (w *lineWatcher) Write(p []byte) (int, error) {
 // consumer is handed the bytes inside the broker's sendmsg, before the call
 // returns and the probe stamps it).
 func TestNATSLoad(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	for _, path := range []sockio.Path{sockio.PathSock, sockio.PathSyscalls} {
 		t.Run(string(path), func(t *testing.T) {
 			srv := testbroker.StartNATS(t)
@@ -158,7 +127,7 @@ func TestNATSLoad(t *testing.T) {
 				if m.Latency > int64(time.Second) {
 					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency))
 				}
-				if m.InLPort != uint16(port(t, srv.Addr)) || m.OutLPort != m.InLPort ||
+				if m.InLPort != uint16(testutil.PortOf(t, srv.Addr)) || m.OutLPort != m.InLPort ||
 					m.InRPort == m.OutRPort {
 					t.Fatalf("connections: %+v", m)
 				}
@@ -189,18 +158,6 @@ func TestNATSLoad(t *testing.T) {
 				path, source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)), source.FormatNs(h.Max()), st.Calls[0], st.Calls[1])
 		})
 	}
-}
-
-func port(t *testing.T, addr string) int {
-	_, p, err := net.SplitHostPort(addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for _, c := range p {
-		n = n*10 + int(c-'0')
-	}
-	return n
 }
 
 // subscribe collects the ids a nats.go consumer receives.
@@ -242,7 +199,7 @@ func subscribe(t *testing.T, srv *testbroker.NATS, subject string) func(n int) [
 // TestNATSBurstAndSplit: 150 messages in a single write reach the broker in
 // one read; a marker split across two writes with a pause between them.
 func TestNATSBurstAndSplit(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
 	wait := subscribe(t, srv, "bt.burst")
 	rec := startRecording(t, srv, sockio.PathAuto)
@@ -283,7 +240,7 @@ func TestNATSBurstAndSplit(t *testing.T) {
 // TestTargetExits: killing the broker mid-recording ends the recording by
 // itself, with valid files.
 func TestTargetExits(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
 	rec := startRecording(t, srv, sockio.PathAuto)
 	lr := make(chan *load.Result, 1)

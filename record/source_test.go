@@ -13,6 +13,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -55,7 +56,7 @@ func (s *stampSource) Annotate(dst []byte, m *correlate.Message) []byte {
 }
 
 func TestSources(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
 	proc, err := process.ByPID(srv.PID())
 	if err != nil {
@@ -67,15 +68,15 @@ func TestSources(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	var res *Result
-	attached := make(chan struct{})
+	live := testutil.NewAttachedWatcher()
 	go func() {
 		var err error
 		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []source.Source{good, absent}, Window: 10 * time.Millisecond,
-			Live: &lineWatcher{prefix: "brokertrace: attached", seen: attached}})
+			Live: live})
 		done <- err
 	}()
 	select {
-	case <-attached:
+	case <-live.Seen():
 	case err := <-done:
 		t.Fatalf("ended before attaching: %v", err)
 	}

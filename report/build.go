@@ -201,10 +201,51 @@ func pairRuns(dirs []string) ([]runInput, error) {
 }
 
 // analyseRun computes everything of one run that the text summary and the
-// JSON need.
+// JSON need: what the run is, the join of its load run with its recording,
+// each latency series, and what the recording's sources add.
 func analyseRun(in runInput, label string, opt Options) (*Run, error) {
-	r := &Run{Label: label, rec: in.rec, ld: in.ld, Missing: []string{}, Warnings: []string{}, Notes: []string{}}
+	r := newRun(in, label)
 	aopt := analysis.Options{Window: opt.Window}
+	if in.rec != nil && in.ld != nil {
+		if err := r.join(in); err != nil {
+			return nil, err
+		}
+	}
+	if in.ld != nil {
+		if err := r.analyseE2E(in.ld, aopt, opt.Top); err != nil {
+			return nil, err
+		}
+	}
+	if in.rec != nil {
+		if err := r.analyseBroker(in.rec, aopt, opt.Top); err != nil {
+			return nil, err
+		}
+	}
+	if r.joined != nil {
+		if err := r.analysePath(); err != nil {
+			return nil, err
+		}
+	}
+	r.annotateTop()
+	if in.rec != nil {
+		if err := r.analyseRecordSources(); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range []*Series{r.E2E, r.Broker} {
+		if s != nil {
+			for _, n := range s.Analysis.Notes {
+				r.Notes = append(r.Notes, s.Name+": "+n)
+			}
+		}
+	}
+	return r, nil
+}
+
+// newRun is a run's identity: its directories, host and target, the load
+// run's parameters, and what its files say is missing or lost.
+func newRun(in runInput, label string) *Run {
+	r := &Run{Label: label, rec: in.rec, ld: in.ld, Missing: []string{}, Warnings: []string{}, Notes: []string{}}
 	if in.rec != nil {
 		m := &in.rec.meta
 		r.RecordDir = in.rec.dir
@@ -230,97 +271,87 @@ func analyseRun(in runInput, label string, opt Options) (*Run, error) {
 			r.Missing = append(r.Missing, "load.json: absent beside e2e.csv, so the run's size and rate are unknown (keep the files brokertrace load --out writes together)")
 		}
 	}
+	return r
+}
 
-	// Join a load run with the recording of the same machine.
-	if in.rec != nil && in.ld != nil {
-		j, err := analysis.Join(in.ld.e2e, in.rec.broker)
+// join joins the load run with the recording of the same machine, by
+// message id, refusing two machines' clocks.
+func (r *Run) join(in runInput) error {
+	j, err := analysis.Join(in.ld.e2e, in.rec.broker)
+	if err != nil {
+		return fmt.Errorf("joining %s with %s: %w", in.ld.dir, in.rec.dir, err)
+	}
+	jn := &Join{Counts: j.Counts}
+	if in.ld.host != "" {
+		if in.ld.host != in.rec.meta.Host.Hostname {
+			return fmt.Errorf("%w: %s was recorded on host %q but the load in %s ran on %q: CLOCK_MONOTONIC times of two machines cannot be joined; report them separately", ErrInput, in.rec.dir, in.rec.meta.Host.Hostname, in.ld.dir, in.ld.host)
+		}
+		jn.SameHost = fmt.Sprintf("meta.json and load.json both name host %q", in.ld.host)
+	} else {
+		jn.SameHost = fmt.Sprintf("assumed: load.json does not record its host, so the load generator is taken to have run on %q, the recorded host (brokertrace load and record on one machine, one CLOCK_MONOTONIC); checked: no message was read by the broker before it was sent", in.rec.meta.Host.Hostname)
+	}
+	for i := range j.IDs {
+		if j.BrokerInNs[i] < j.SendNs[i] {
+			jn.ReadBeforeSent++
+		}
+	}
+	if jn.ReadBeforeSent > 0 {
+		if jn.ReadBeforeSent*100 > len(j.IDs) {
+			return fmt.Errorf("%w: %d of %d messages of %s were read by the broker (%s) before they were sent: the two clocks are not one machine's CLOCK_MONOTONIC; never join data of two hosts — report them separately",
+				ErrInput, jn.ReadBeforeSent, len(j.IDs), in.ld.dir, in.rec.dir)
+		}
+		jn.SameHost = strings.TrimSuffix(jn.SameHost, "; checked: no message was read by the broker before it was sent")
+		r.Warnings = append(r.Warnings, fmt.Sprintf("join: %d of %d messages were read by the broker before they were sent by the clocks: check both ran on one host", jn.ReadBeforeSent, len(j.IDs)))
+	}
+	if j.Counts.Joined == 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("no message of %s is in the recording %s: nothing joined (was the load sent through the recorded broker while it was recorded?)", in.ld.dir, in.rec.dir))
+	} else {
+		r.joined = j
+	}
+	r.Join = jn
+	return nil
+}
+
+// analyseE2E is the end-to-end series of e2e.csv.
+func (r *Run) analyseE2E(ld *loadData, aopt analysis.Options, top int) error {
+	s, c := ld.e2e.Series()
+	from := "e2e.csv: O_n = t_send_ns (the producer handed message n to the client library), I_n = t_recv_ns (the consumer got it); warm-up and lost messages left out"
+	if s.Len() == 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: no received non-warm-up message (%d rows, %d warm-up, %d not received): no end-to-end latency", ld.dir, c.Rows, c.Warmup, c.NotReceived))
+	} else {
+		ser, err := analyseSeries("end-to-end", from, s, aopt, top)
 		if err != nil {
-			return nil, fmt.Errorf("joining %s with %s: %w", in.ld.dir, in.rec.dir, err)
+			return fmt.Errorf("%s: %w", ld.dir, err)
 		}
-		jn := &Join{Counts: j.Counts}
-		if in.ld.host != "" {
-			if in.ld.host != in.rec.meta.Host.Hostname {
-				return nil, fmt.Errorf("%w: %s was recorded on host %q but the load in %s ran on %q: CLOCK_MONOTONIC times of two machines cannot be joined; report them separately", ErrInput, in.rec.dir, in.rec.meta.Host.Hostname, in.ld.dir, in.ld.host)
-			}
-			jn.SameHost = fmt.Sprintf("meta.json and load.json both name host %q", in.ld.host)
-		} else {
-			jn.SameHost = fmt.Sprintf("assumed: load.json does not record its host, so the load generator is taken to have run on %q, the recorded host (brokertrace load and record on one machine, one CLOCK_MONOTONIC); checked: no message was read by the broker before it was sent", in.rec.meta.Host.Hostname)
-		}
-		for i := range j.IDs {
-			if j.BrokerInNs[i] < j.SendNs[i] {
-				jn.ReadBeforeSent++
-			}
-		}
-		if jn.ReadBeforeSent > 0 {
-			if jn.ReadBeforeSent*100 > len(j.IDs) {
-				return nil, fmt.Errorf("%w: %d of %d messages of %s were read by the broker (%s) before they were sent: the two clocks are not one machine's CLOCK_MONOTONIC; never join data of two hosts — report them separately",
-					ErrInput, jn.ReadBeforeSent, len(j.IDs), in.ld.dir, in.rec.dir)
-			}
-			jn.SameHost = strings.TrimSuffix(jn.SameHost, "; checked: no message was read by the broker before it was sent")
-			r.Warnings = append(r.Warnings, fmt.Sprintf("join: %d of %d messages were read by the broker before they were sent by the clocks: check both ran on one host", jn.ReadBeforeSent, len(j.IDs)))
-		}
-		if j.Counts.Joined == 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("no message of %s is in the recording %s: nothing joined (was the load sent through the recorded broker while it was recorded?)", in.ld.dir, in.rec.dir))
-		} else {
-			r.joined = j
-		}
-		r.Join = jn
+		r.E2E, r.e2eSer = ser, s
 	}
+	return nil
+}
 
-	if in.ld != nil {
-		s, c := in.ld.e2e.Series()
-		from := "e2e.csv: O_n = t_send_ns (the producer handed message n to the client library), I_n = t_recv_ns (the consumer got it); warm-up and lost messages left out"
-		if s.Len() == 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s: no received non-warm-up message (%d rows, %d warm-up, %d not received): no end-to-end latency", in.ld.dir, c.Rows, c.Warmup, c.NotReceived))
-		} else {
-			ser, err := analyseSeries("end-to-end", from, s, aopt, opt.Top)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", in.ld.dir, err)
-			}
-			r.E2E, r.e2eSer = ser, s
-		}
-	}
-	if in.rec != nil {
-		var s analysis.Series
-		from := "messages.csv first copies: O_n = t_in_ns (the broker's read returned), I_n = t_out_ns (its write of the first copy was done)"
-		if r.joined != nil {
-			s = r.joined.Broker()
-			from += "; the joined messages only (warm-up and messages the consumer never got left out)"
-		} else {
-			s = in.rec.broker.Series()
-		}
-		if s.Len() == 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s: no message in messages.csv (%d rows): no broker latency; were marked messages sent while recording?", in.rec.dir, in.rec.broker.Rows))
-		} else {
-			ser, err := analyseSeries("broker", from, s, aopt, opt.Top)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", in.rec.dir, err)
-			}
-			r.Broker, r.brokerSer = ser, s
-		}
-		if in.rec.broker.ExtraCopies > 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("messages.csv: %d later copies (fan-out) left out: the broker series has each message's first copy", in.rec.broker.ExtraCopies))
-		}
-	}
+// analyseBroker is the broker series of messages.csv, the joined messages
+// only when there is a join.
+func (r *Run) analyseBroker(rec *recordData, aopt analysis.Options, top int) error {
+	var s analysis.Series
+	from := "messages.csv first copies: O_n = t_in_ns (the broker's read returned), I_n = t_out_ns (its write of the first copy was done)"
 	if r.joined != nil {
-		if err := r.analysePath(); err != nil {
-			return nil, err
-		}
+		s = r.joined.Broker()
+		from += "; the joined messages only (warm-up and messages the consumer never got left out)"
+	} else {
+		s = rec.broker.Series()
 	}
-	r.annotateTop()
-	if in.rec != nil {
-		if err := r.analyseRecordSources(); err != nil {
-			return nil, err
+	if s.Len() == 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: no message in messages.csv (%d rows): no broker latency; were marked messages sent while recording?", rec.dir, rec.broker.Rows))
+	} else {
+		ser, err := analyseSeries("broker", from, s, aopt, top)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rec.dir, err)
 		}
+		r.Broker, r.brokerSer = ser, s
 	}
-	for _, s := range []*Series{r.E2E, r.Broker} {
-		if s != nil {
-			for _, n := range s.Analysis.Notes {
-				r.Notes = append(r.Notes, s.Name+": "+n)
-			}
-		}
+	if rec.broker.ExtraCopies > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("messages.csv: %d later copies (fan-out) left out: the broker series has each message's first copy", rec.broker.ExtraCopies))
 	}
-	return r, nil
+	return nil
 }
 
 // loadWarnings are the load run's own losses and shortfalls.
@@ -488,198 +519,6 @@ func (r *Run) extraSeries(col []float64) []float64 {
 		}
 	}
 	return out
-}
-
-// analyseRecordSources aggregates what the recording's sources wrote.
-func (r *Run) analyseRecordSources() error {
-	rec := r.rec
-	// Context switches per message, both definitions.
-	cs := &CtxSw{PerMsgTarget: Float(math.NaN()), PerMsgCPUs: Float(math.NaN())}
-	have := false
-	if v := r.extraSeries(rec.extras.ctxsw); v != nil {
-		s, err := analysis.Summarize(v, nil)
-		if err != nil {
-			return err
-		}
-		cs.PerMessageTarget, have = &s, true
-	}
-	if t := rec.sched; t != nil && t.rows > 0 {
-		cs.Windows = t.rows
-		cs.MessagesIn = int64(sumFinite(t.col("msgs_in")))
-		cs.SwitchesTarget = int64(sumFinite(t.col("switches_target")))
-		cs.SwitchesCPUs = int64(sumFinite(t.col("switches_cpus")))
-		if cs.MessagesIn > 0 {
-			cs.PerMsgTarget = Float(float64(cs.SwitchesTarget) / float64(cs.MessagesIn))
-			cs.PerMsgCPUs = Float(float64(cs.SwitchesCPUs) / float64(cs.MessagesIn))
-		}
-		for _, c := range []struct {
-			col string
-			dst **analysis.Summary
-		}{{"switches_per_msg_target", &cs.WindowsPerMsgA}, {"switches_per_msg_cpus", &cs.WindowsPerMsgB}} {
-			if t.has(c.col) {
-				s, err := analysis.Summarize(t.col(c.col), []float64{50, 99})
-				if err != nil {
-					return err
-				}
-				*c.dst = &s
-			}
-		}
-		have = true
-	}
-	if have {
-		r.CtxSw = cs
-	}
-	// Time in the socket's receive queue.
-	if v := r.extraSeries(rec.extras.wait); v != nil {
-		s, err := analysis.Summarize(v, nil)
-		if err != nil {
-			return err
-		}
-		r.SockqWait = &s
-		if s.NaN > 0 {
-			r.Notes = append(r.Notes, fmt.Sprintf("sockq_wait_ns: %d of %d messages have no arrival time (meta.json sources.sockq says why)", s.NaN, len(v)))
-		}
-	}
-	// CPU.
-	cpu := &CPU{}
-	anyCPU := false
-	if t := rec.cpuPerMsg; t != nil && t.rows >= 2 {
-		n, tns, cns := t.col("n"), t.col("t_ns"), t.col("cpu_ns")
-		at, u := make([]int64, len(tns)), make([]int64, len(cns))
-		for i := range tns {
-			at[i], u[i] = int64(tns[i]), int64(cns[i])
-		}
-		c, err := analysis.CPUPerMessage(u, at)
-		if err != nil {
-			r.Notes = append(r.Notes, fmt.Sprintf("%s: %v: no CPU per message", t.path, err))
-		} else {
-			pct := make([]float64, len(c))
-			per := make([]float64, len(c))
-			for i := range c {
-				pct[i] = 100 * c[i]
-				per[i] = float64(u[i+1]-u[i]) / (n[i+1] - n[i])
-			}
-			cpu.Every = int(n[1] - n[0])
-			s1, err := analysis.Summarize(pct, nil)
-			if err != nil {
-				return err
-			}
-			s2, err := analysis.Summarize(per, nil)
-			if err != nil {
-				return err
-			}
-			cpu.UsagePct, cpu.NsPerMsg, anyCPU = &s1, &s2, true
-			r.cpuN, r.cpuPct, r.cpuPerMsg = n[1:], pct, per
-		}
-	} else if t != nil {
-		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d rows: too few for CPU per message (a run of at least two --cpu-every intervals is needed)", t.path, t.rows))
-	}
-	if t := rec.cpu; t != nil && t.rows > 0 {
-		cpu.Windows = t.rows
-		col, src := t.col("broker_proc_util"), "schedstat"
-		if cg := t.col("broker_cgroup_util"); countFinite(cg) > 0 {
-			col, src = cg, "cgroup"
-		}
-		cpu.BrokerSource = src
-		s1, err := analysis.Summarize(col, nil)
-		if err != nil {
-			return err
-		}
-		s2, err := analysis.Summarize(t.col("system_util"), nil)
-		if err != nil {
-			return err
-		}
-		cpu.BrokerUtil, cpu.SystemUtil, anyCPU = &s1, &s2, true
-	}
-	if anyCPU {
-		r.CPU = cpu
-	}
-	// Threads, busiest first.
-	if t := rec.threads; t != nil {
-		for i := range t.rows {
-			th := Thread{TID: int(t.col("tid")[i]), Comm: t.str["comm"][i], CPUNs: int64(t.col("cpu_ns")[i]),
-				CPUNsPerMsg: Float(t.col("cpu_ns_per_msg")[i]), RunqWaitNs: nanOr(t, "runq_wait_ns", i),
-				MessagesRead: nanOr(t, "messages_read", i)}
-			th.Switches = Float(float64(nanOr(t, "switches_voluntary", i)) + float64(nanOr(t, "switches_involuntary", i)))
-			r.Threads = append(r.Threads, th)
-		}
-		slices.SortStableFunc(r.Threads, func(a, b Thread) int { return cmp.Compare(b.CPUNs, a.CPUNs) })
-	}
-	// Packets.
-	if rec.packets != nil || rec.net != nil || rec.gso != nil {
-		p := &Packets{}
-		for _, d := range []*PacketDir{&p.In, &p.Out} {
-			d.MeanPayload, d.PktsPerMsg, d.SegsPerSkb = Float(math.NaN()), Float(math.NaN()), Float(math.NaN())
-		}
-		dir := func(s string) *PacketDir {
-			switch s {
-			case "in":
-				return &p.In
-			case "out":
-				return &p.Out
-			}
-			return nil
-		}
-		if t := rec.packets; t != nil {
-			for i := range t.rows {
-				d := dir(t.str["direction"][i])
-				if d == nil {
-					return fmt.Errorf("%s:%d: direction %q is not in or out: the file is damaged", t.path, i+2, t.str["direction"][i])
-				}
-				size, n := int64(t.col("payload_bytes")[i]), int64(t.col("packets")[i])
-				d.Packets += n
-				if size > 0 {
-					d.PayloadPackets += n
-					d.PayloadBytes += size * n
-					d.MaxPayload = max(d.MaxPayload, size)
-				}
-			}
-			for _, d := range []*PacketDir{&p.In, &p.Out} {
-				if d.PayloadPackets > 0 {
-					d.MeanPayload = Float(float64(d.PayloadBytes) / float64(d.PayloadPackets))
-				}
-			}
-		}
-		if t := rec.net; t != nil {
-			if m := sumFinite(t.col("msgs_in")); m > 0 {
-				p.In.PktsPerMsg = Float(sumFinite(t.col("pkts_in")) / m)
-			}
-			if m := sumFinite(t.col("msgs_out")); m > 0 {
-				p.Out.PktsPerMsg = Float(sumFinite(t.col("pkts_out")) / m)
-			}
-		}
-		if t := rec.gso; t != nil {
-			var segs, skbs [2]float64
-			for i := range t.rows {
-				k := 0
-				if t.str["direction"][i] == "out" {
-					k = 1
-				}
-				sg, err := strconv.Atoi(strings.TrimSuffix(t.str["segs"][i], "+"))
-				if err != nil {
-					return fmt.Errorf("%s:%d: segs %q is not a number: the file is damaged", t.path, i+2, t.str["segs"][i])
-				}
-				n := t.col("skbs")[i]
-				segs[k] += float64(sg) * n
-				skbs[k] += n
-			}
-			if skbs[0] > 0 {
-				p.In.SegsPerSkb = Float(segs[0] / skbs[0])
-			}
-			if skbs[1] > 0 {
-				p.Out.SegsPerSkb = Float(segs[1] / skbs[1])
-			}
-		}
-		r.Packets = p
-	}
-	return nil
-}
-
-func nanOr(t *table, col string, i int) Float {
-	if !t.has(col) {
-		return Float(math.NaN())
-	}
-	return Float(t.col(col)[i])
 }
 
 func sumFinite(xs []float64) float64 {

@@ -383,7 +383,11 @@ func ctxswLine(c *CtxSw) string {
 
 // runTables are the aggregates and lists behind the figures.
 func runTables(r *Run, window int) []htmlTable {
-	var ts []htmlTable
+	return slices.Concat(latencyTable(r), throughputTable(r, window), topTables(r), tenthsTables(r), threadsTable(r), packetsTable(r))
+}
+
+// latencyTable puts the aggregates of every latency series side by side.
+func latencyTable(r *Run) []htmlTable {
 	type col struct {
 		name string
 		s    *analysis.Summary
@@ -402,75 +406,84 @@ func runTables(r *Run, window int) []htmlTable {
 	if r.SockqWait != nil && r.SockqWait.N > 0 {
 		cols = append(cols, col{"in the socket queue", r.SockqWait, nil})
 	}
-	if len(cols) > 0 {
-		t := htmlTable{ID: "table-" + r.Label + "-latency", Title: "Latency aggregates",
-			Note: "Median is the lower median; robust deviation is Σ|X − median|/N, the methodology's average peak height; percentiles are nearest-rank; the 95% CI is that of the mean (Student's t)."}
-		t.Head = []string{"latency"}
-		for _, c := range cols {
-			t.Head = append(t.Head, c.name)
-		}
-		row := func(name string, f func(c col) string) {
-			r := []string{name}
-			for _, c := range cols {
-				r = append(r, f(c))
-			}
-			t.Rows = append(t.Rows, r)
-		}
-		row("messages", func(c col) string { return fmtCount(c.s.N) })
-		row("mean", func(c col) string { return fmtNs(c.s.Mean) })
-		row("95% CI of the mean", func(c col) string { return fmtNs(c.s.CI95Low) + " – " + fmtNs(c.s.CI95High) })
-		row("standard deviation", func(c col) string { return fmtNs(c.s.StdDev) })
-		row("median (lower)", func(c col) string { return fmtNs(c.s.Median) })
-		row("robust deviation", func(c col) string { return fmtNs(c.s.RobustDev) })
-		row("min", func(c col) string { return fmtNs(c.s.Min) })
-		for _, p := range analysis.DefaultPercentiles {
-			row(fmt.Sprintf("p%s", fmtNum(p, 2)), func(c col) string { return fmtNs(c.s.Percentile(p)) })
-		}
-		row("max", func(c col) string { return fmtNs(c.s.Max) })
-		row("modes (humps)", func(c col) string {
-			if c.rep == nil {
-				return "–"
-			}
-			return fmt.Sprint(c.rep.LatencyModes.Count)
-		})
-		row("dip test p-value", func(c col) string {
-			if c.rep == nil {
-				return "–"
-			}
-			return fmtP(c.rep.LatencyDip.PValue)
-		})
-		ts = append(ts, t)
+	if len(cols) == 0 {
+		return nil
 	}
-	// Throughput.
+	t := htmlTable{ID: "table-" + r.Label + "-latency", Title: "Latency aggregates",
+		Note: "Median is the lower median; robust deviation is Σ|X − median|/N, the methodology's average peak height; percentiles are nearest-rank; the 95% CI is that of the mean (Student's t)."}
+	t.Head = []string{"latency"}
+	for _, c := range cols {
+		t.Head = append(t.Head, c.name)
+	}
+	row := func(name string, f func(c col) string) {
+		r := []string{name}
+		for _, c := range cols {
+			r = append(r, f(c))
+		}
+		t.Rows = append(t.Rows, r)
+	}
+	row("messages", func(c col) string { return fmtCount(c.s.N) })
+	row("mean", func(c col) string { return fmtNs(c.s.Mean) })
+	row("95% CI of the mean", func(c col) string { return fmtNs(c.s.CI95Low) + " – " + fmtNs(c.s.CI95High) })
+	row("standard deviation", func(c col) string { return fmtNs(c.s.StdDev) })
+	row("median (lower)", func(c col) string { return fmtNs(c.s.Median) })
+	row("robust deviation", func(c col) string { return fmtNs(c.s.RobustDev) })
+	row("min", func(c col) string { return fmtNs(c.s.Min) })
+	for _, p := range analysis.DefaultPercentiles {
+		row(fmt.Sprintf("p%s", fmtNum(p, 2)), func(c col) string { return fmtNs(c.s.Percentile(p)) })
+	}
+	row("max", func(c col) string { return fmtNs(c.s.Max) })
+	row("modes (humps)", func(c col) string {
+		if c.rep == nil {
+			return "–"
+		}
+		return fmt.Sprint(c.rep.LatencyModes.Count)
+	})
+	row("dip test p-value", func(c col) string {
+		if c.rep == nil {
+			return "–"
+		}
+		return fmtP(c.rep.LatencyDip.PValue)
+	})
+	return []htmlTable{t}
+}
+
+// throughputTable: sender and receiver throughput of each series.
+func throughputTable(r *Run, window int) []htmlTable {
 	var tc []*Series
 	for _, s := range []*Series{r.E2E, r.Broker} {
 		if s != nil && s.Analysis.SenderThroughputPerSec.N > 0 {
 			tc = append(tc, s)
 		}
 	}
-	if len(tc) > 0 {
-		t := htmlTable{ID: "table-" + r.Label + "-throughput", Title: fmt.Sprintf("Throughput aggregates (window M = %d)", window),
-			Note: "ST_n = M/(O_n − O_{n−M}), RT_n = M/(I_n − I_{n−M}); for the broker, sending is its reads and receiving its writes."}
-		t.Head = []string{""}
-		for _, s := range tc {
-			t.Head = append(t.Head, s.Name+" ST", s.Name+" RT")
-		}
-		for _, q := range []struct {
-			name string
-			f    func(a *analysis.Summary) float64
-		}{{"mean", func(a *analysis.Summary) float64 { return a.Mean }}, {"median", func(a *analysis.Summary) float64 { return a.Median }},
-			{"robust deviation", func(a *analysis.Summary) float64 { return a.RobustDev }},
-			{"p25", func(a *analysis.Summary) float64 { return a.Percentile(25) }}, {"p75", func(a *analysis.Summary) float64 { return a.Percentile(75) }},
-			{"min", func(a *analysis.Summary) float64 { return a.Min }}, {"max", func(a *analysis.Summary) float64 { return a.Max }}} {
-			row := []string{q.name}
-			for _, s := range tc {
-				row = append(row, fmtRate(q.f(&s.Analysis.SenderThroughputPerSec)), fmtRate(q.f(&s.Analysis.ReceiverThroughputPerSec)))
-			}
-			t.Rows = append(t.Rows, row)
-		}
-		ts = append(ts, t)
+	if len(tc) == 0 {
+		return nil
 	}
-	// Slowest messages.
+	t := htmlTable{ID: "table-" + r.Label + "-throughput", Title: fmt.Sprintf("Throughput aggregates (window M = %d)", window),
+		Note: "ST_n = M/(O_n − O_{n−M}), RT_n = M/(I_n − I_{n−M}); for the broker, sending is its reads and receiving its writes."}
+	t.Head = []string{""}
+	for _, s := range tc {
+		t.Head = append(t.Head, s.Name+" ST", s.Name+" RT")
+	}
+	for _, q := range []struct {
+		name string
+		f    func(a *analysis.Summary) float64
+	}{{"mean", func(a *analysis.Summary) float64 { return a.Mean }}, {"median", func(a *analysis.Summary) float64 { return a.Median }},
+		{"robust deviation", func(a *analysis.Summary) float64 { return a.RobustDev }},
+		{"p25", func(a *analysis.Summary) float64 { return a.Percentile(25) }}, {"p75", func(a *analysis.Summary) float64 { return a.Percentile(75) }},
+		{"min", func(a *analysis.Summary) float64 { return a.Min }}, {"max", func(a *analysis.Summary) float64 { return a.Max }}} {
+		row := []string{q.name}
+		for _, s := range tc {
+			row = append(row, fmtRate(q.f(&s.Analysis.SenderThroughputPerSec)), fmtRate(q.f(&s.Analysis.ReceiverThroughputPerSec)))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return []htmlTable{t}
+}
+
+// topTables list each series' slowest messages.
+func topTables(r *Run) []htmlTable {
+	var ts []htmlTable
 	for _, s := range []*Series{r.E2E, r.Broker} {
 		if s == nil || len(s.Top) == 0 {
 			continue
@@ -490,7 +503,12 @@ func runTables(r *Run, window int) []htmlTable {
 		}
 		ts = append(ts, t)
 	}
-	// Tenths.
+	return ts
+}
+
+// tenthsTables show where in each series the slow messages are.
+func tenthsTables(r *Run) []htmlTable {
+	var ts []htmlTable
 	for _, s := range []*Series{r.E2E, r.Broker} {
 		if s == nil || len(s.Tenths) == 0 {
 			continue
@@ -502,29 +520,39 @@ func runTables(r *Run, window int) []htmlTable {
 		}
 		ts = append(ts, t)
 	}
-	// Threads.
-	if len(r.Threads) > 0 {
-		t := htmlTable{ID: "table-" + r.Label + "-threads", Title: "Broker threads (threads.csv)",
-			Head: []string{"thread", "CPU time", "CPU per message", "run-queue wait", "switches", "messages read"}}
-		for _, th := range r.Threads {
-			t.Rows = append(t.Rows, []string{fmt.Sprintf("%s/%d", th.Comm, th.TID), fmtNs(float64(th.CPUNs)), fmtNs(float64(th.CPUNsPerMsg)),
-				fmtNs(float64(th.RunqWaitNs)), fmtNum(float64(th.Switches), 0), fmtNum(float64(th.MessagesRead), 0)})
-		}
-		ts = append(ts, t)
-	}
-	if p := r.Packets; p != nil {
-		t := htmlTable{ID: "table-" + r.Label + "-packets", Title: "Packets (packets.csv, net.csv, gso.csv)",
-			Head: []string{"direction", "packets", "with payload", "payload bytes", "mean payload", "largest", "packets per message", "segments per skb"}}
-		for _, d := range []struct {
-			n string
-			d PacketDir
-		}{{"in (to the broker)", p.In}, {"out (from the broker)", p.Out}} {
-			t.Rows = append(t.Rows, []string{d.n, fmtCount(d.d.Packets), fmtCount(d.d.PayloadPackets), fmtCount(d.d.PayloadBytes),
-				fmtNum(float64(d.d.MeanPayload), 1), fmtCount(d.d.MaxPayload), fmtNum(float64(d.d.PktsPerMsg), 3), fmtNum(float64(d.d.SegsPerSkb), 3)})
-		}
-		ts = append(ts, t)
-	}
 	return ts
+}
+
+// threadsTable: the broker's threads, busiest first.
+func threadsTable(r *Run) []htmlTable {
+	if len(r.Threads) == 0 {
+		return nil
+	}
+	t := htmlTable{ID: "table-" + r.Label + "-threads", Title: "Broker threads (threads.csv)",
+		Head: []string{"thread", "CPU time", "CPU per message", "run-queue wait", "switches", "messages read"}}
+	for _, th := range r.Threads {
+		t.Rows = append(t.Rows, []string{fmt.Sprintf("%s/%d", th.Comm, th.TID), fmtNs(float64(th.CPUNs)), fmtNs(float64(th.CPUNsPerMsg)),
+			fmtNs(float64(th.RunqWaitNs)), fmtNum(float64(th.Switches), 0), fmtNum(float64(th.MessagesRead), 0)})
+	}
+	return []htmlTable{t}
+}
+
+// packetsTable: packets.csv, net.csv and gso.csv summed per direction.
+func packetsTable(r *Run) []htmlTable {
+	p := r.Packets
+	if p == nil {
+		return nil
+	}
+	t := htmlTable{ID: "table-" + r.Label + "-packets", Title: "Packets (packets.csv, net.csv, gso.csv)",
+		Head: []string{"direction", "packets", "with payload", "payload bytes", "mean payload", "largest", "packets per message", "segments per skb"}}
+	for _, d := range []struct {
+		n string
+		d PacketDir
+	}{{"in (to the broker)", p.In}, {"out (from the broker)", p.Out}} {
+		t.Rows = append(t.Rows, []string{d.n, fmtCount(d.d.Packets), fmtCount(d.d.PayloadPackets), fmtCount(d.d.PayloadBytes),
+			fmtNum(float64(d.d.MeanPayload), 1), fmtCount(d.d.MaxPayload), fmtNum(float64(d.d.PktsPerMsg), 3), fmtNum(float64(d.d.SegsPerSkb), 3)})
+	}
+	return []htmlTable{t}
 }
 
 // topColumn is a column of the slowest-messages list.

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,30 +20,6 @@ import (
 // with its usage code. Damaged files are other errors, naming file and line.
 var ErrInput = errors.New("not a brokertrace recording")
 
-// Files a report reads besides messages.csv, meta.json, e2e.csv, load.json.
-const (
-	schedFile     = "sched.csv"
-	threadsFile   = "threads.csv"
-	cpuFile       = "cpu.csv"
-	cpuPerMsgFile = "cpu_per_msg.csv"
-	packetsFile   = "packets.csv"
-	netFile       = "net.csv"
-	gsoFile       = "gso.csv"
-	loadJSONFile  = "load.json"
-)
-
-// optionalFiles are a recording's files beyond messages.csv and meta.json,
-// with the source (its key in meta.json) and flag that write them.
-var optionalFiles = []struct{ file, source, flag string }{
-	{schedFile, "sched", "--sched"},
-	{threadsFile, "sched", "--sched"},
-	{cpuFile, "cpu", "--cpu"},
-	{cpuPerMsgFile, "cpu", "--cpu"},
-	{packetsFile, "capture", "--capture"},
-	{netFile, "capture", "--capture"},
-	{gsoFile, "netstack", "--gso"},
-}
-
 // expected is what a DIR must hold, for the error when it holds neither.
 const expected = "a record directory (messages.csv and meta.json, from brokertrace record --out DIR) or a load directory (e2e.csv and load.json, from brokertrace load --out DIR)"
 
@@ -52,8 +29,14 @@ type recordData struct {
 	meta   recfile.Meta
 	broker *analysis.Broker
 	extras *msgExtras
-	// Optional files; nil when absent.
-	sched, threads, cpu, cpuPerMsg, packets, net, gso *table
+	// The sources' files; nil when absent.
+	sched     *rowsFile[recfile.SchedRow]
+	threads   *rowsFile[recfile.ThreadRow]
+	cpu       *rowsFile[recfile.CPURow]
+	cpuPerMsg *rowsFile[recfile.CPUPerMsgRow]
+	packets   *rowsFile[recfile.PacketRow]
+	net       *rowsFile[recfile.NetRow]
+	gso       *rowsFile[recfile.GSORow]
 	// missing says, for each optional file or column not there, why.
 	missing []string
 }
@@ -105,7 +88,7 @@ func readDir(dir string) (*recordData, *loadData, error) {
 	}
 	hasMsgs := exists(filepath.Join(dir, recfile.MessagesFile))
 	hasMeta := exists(filepath.Join(dir, recfile.MetaFile))
-	hasE2E := exists(filepath.Join(dir, analysis.E2EFile))
+	hasE2E := exists(filepath.Join(dir, recfile.E2EFile))
 	switch {
 	case hasMsgs && !hasMeta:
 		return nil, nil, fmt.Errorf("%w: %s has messages.csv but no meta.json: the recording is incomplete (copy the whole directory)", ErrInput, dir)
@@ -162,46 +145,45 @@ func readRecord(dir string) (*recordData, error) {
 	if r.extras.wait == nil {
 		r.missing = append(r.missing, "messages.csv has no sockq_wait_ns column: "+r.sourceWhy("sockq", "--sockq"))
 	}
-	for _, o := range optionalFiles {
+	for _, o := range r.sourceFiles() {
 		path := filepath.Join(dir, o.file)
 		if !exists(path) {
 			r.missing = append(r.missing, o.file+": "+r.sourceWhy(o.source, o.flag))
 			continue
 		}
-		var t *table
-		switch o.file {
-		case schedFile:
-			t, err = readTable(path, []string{"t_start_ns", "t_end_ns", "msgs_in", "switches_target", "switches_cpus"},
-				[]string{"switches_per_msg_target", "switches_per_msg_cpus"}, nil)
-			r.sched = t
-		case threadsFile:
-			t, err = readTable(path, []string{"tid", "comm", "cpu_ns", "cpu_ns_per_msg"},
-				[]string{"switches_voluntary", "switches_involuntary", "runq_wait_ns", "messages_read", "messages_written",
-					"cpu_ns_per_msg_p50", "cpu_ns_per_msg_p90", "cpu_ns_per_msg_p99"}, []string{"comm"})
-			r.threads = t
-		case cpuFile:
-			t, err = readTable(path, []string{"t_start_ns", "t_end_ns", "msgs_in", "broker_proc_util", "system_util"},
-				[]string{"broker_cgroup_util", "system_minus_broker_util", "cpu_ns_per_msg", "system_softirq_util"}, nil)
-			r.cpu = t
-		case cpuPerMsgFile:
-			t, err = readTable(path, []string{"n", "t_ns", "cpu_ns"}, []string{"c_n"}, nil)
-			r.cpuPerMsg = t
-		case packetsFile:
-			t, err = readTable(path, []string{"direction", "payload_bytes", "packets"}, nil, []string{"direction"})
-			r.packets = t
-		case netFile:
-			t, err = readTable(path, []string{"t_start_ns", "t_end_ns", "msgs_in", "msgs_out", "pkts_in", "pkts_out", "bytes_in", "bytes_out"},
-				[]string{"pkts_per_msg_in", "pkts_per_msg_out"}, nil)
-			r.net = t
-		case gsoFile:
-			t, err = readTable(path, []string{"direction", "ifname", "segs", "skbs"}, nil, []string{"direction", "ifname", "segs"})
-			r.gso = t
-		}
-		if err != nil {
+		if err := o.read(path); err != nil {
 			return nil, err
 		}
 	}
 	return r, nil
+}
+
+// sourceFile is a recording's file beyond messages.csv and meta.json, with
+// the source (its key in meta.json) and flag that write it.
+type sourceFile struct {
+	file, source, flag string
+	read               func(path string) error // into its field of recordData
+}
+
+// sourceFiles are the files the sources write, in the order the report
+// says which are missing.
+func (r *recordData) sourceFiles() []sourceFile {
+	return []sourceFile{
+		{recfile.SchedFile, "sched", "--sched", readInto(&r.sched)},
+		{recfile.ThreadsFile, "sched", "--sched", readInto(&r.threads)},
+		{recfile.CPUFile, "cpu", "--cpu", readInto(&r.cpu)},
+		{recfile.CPUPerMsgFile, "cpu", "--cpu", readInto(&r.cpuPerMsg)},
+		{recfile.PacketsFile, "capture", "--capture", readInto(&r.packets)},
+		{recfile.NetFile, "capture", "--capture", readInto(&r.net)},
+		{recfile.GSOFile, "netstack", "--gso", readInto(&r.gso)},
+	}
+}
+
+func readInto[T any](dst **rowsFile[T]) func(path string) error {
+	return func(path string) (err error) {
+		*dst, err = readRows[T](path)
+		return err
+	}
 }
 
 // sourceWhy says why a source's data is absent: what meta.json says of it,
@@ -274,15 +256,7 @@ func readExtras(path string) (*msgExtras, error) {
 	if len(dst) == 0 {
 		return x, nil
 	}
-	slices.SortFunc(rows, func(a, b row) int {
-		switch {
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(rows, func(a, b row) int { return cmp.Compare(a.id, b.id) })
 	x.ids = make([]uint64, len(rows))
 	for _, d := range dst {
 		*d = make([]float64, len(rows))
@@ -299,10 +273,10 @@ func readExtras(path string) (*msgExtras, error) {
 func readLoad(dir string) (*loadData, error) {
 	l := &loadData{dir: dir}
 	var err error
-	if l.e2e, err = analysis.ReadE2E(filepath.Join(dir, analysis.E2EFile)); err != nil {
+	if l.e2e, err = analysis.ReadE2E(filepath.Join(dir, recfile.E2EFile)); err != nil {
 		return nil, err
 	}
-	jp := filepath.Join(dir, loadJSONFile)
+	jp := filepath.Join(dir, recfile.LoadJSONFile)
 	if exists(jp) {
 		data, err := os.ReadFile(jp)
 		if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/brokertrace/brokertrace/collect"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/probes/netstack"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockq"
 	"github.com/brokertrace/brokertrace/process"
@@ -77,7 +78,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 				collect.NewSource(collect.Options{}),
 				sockq.NewSource(sockq.SourceOptions{}),
 				capture.NewSource(capture.SourceOptions{}),
-				capture.NewNetstackSource(),
+				netstack.NewSource(),
 			},
 		})
 	}()

@@ -259,13 +259,34 @@ func readColumn(t *testing.T, path, col string) map[uint64]float64 {
 	return m
 }
 
+// readTableT reads numeric columns of a CSV file by name, independently of
+// the report's readers.
 func readTableT(t *testing.T, path string, cols ...string) map[string][]float64 {
 	t.Helper()
-	tb, err := readTable(path, cols, nil, nil)
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tb.num
+	defer f.Close()
+	recs, err := csv.NewReader(f).ReadAll()
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("%s: %v", path, err)
+	}
+	out := map[string][]float64{}
+	for _, c := range cols {
+		ci := slices.Index(recs[0], c)
+		if ci < 0 {
+			t.Fatalf("%s: no column %s", path, c)
+		}
+		for _, r := range recs[1:] {
+			v, err := strconv.ParseFloat(r[ci], 64)
+			if err != nil {
+				t.Fatalf("%s: %s %q: %v", path, c, r[ci], err)
+			}
+			out[c] = append(out[c], v)
+		}
+	}
+	return out
 }
 
 func sum(xs []float64) float64 {

@@ -22,19 +22,13 @@ func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs in
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	b := []byte(load.CSVHeader + "\n")
-	for i := range n {
+	rows := make([]recfile.E2ERow, n)
+	for i := range rows {
 		send := startNs + int64(i)*gapNs
-		b = strconv.AppendUint(b, idBase+uint64(i), 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, send, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, send, 10)
-		b = append(b, ',')
-		b = strconv.AppendInt(b, send+lat(i), 10)
-		b = append(b, ",0\n"...)
+		recv := send + lat(i)
+		rows[i] = recfile.E2ERow{ID: idBase + uint64(i), TIntended: send, TSend: send, TRecv: &recv}
 	}
-	if err := os.WriteFile(filepath.Join(dir, "e2e.csv"), b, 0o644); err != nil {
+	if err := recfile.WriteTable(dir, recfile.E2EFile, rows); err != nil {
 		t.Fatal(err)
 	}
 	s := recfile.LoadSummary{Options: load.Config{Size: size, Rate: 1e9 / float64(gapNs), Pattern: "regular", Count: n}, Driver: "nats",

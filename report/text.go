@@ -62,51 +62,72 @@ func writeRunText(b *strings.Builder, r *Run, window int) {
 		}
 	}
 	if len(sers) > 0 {
-		b.WriteString("\n")
-		tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
-		head := "  latency\t"
-		for _, s := range sers {
-			head += s.Name + "\t"
-		}
-		fmt.Fprintln(tw, head)
-		row := func(name string, f func(a *analysis.Summary) string) {
-			line := "  " + name + "\t"
-			for _, s := range sers {
-				line += f(&s.Analysis.LatencyNs) + "\t"
-			}
-			fmt.Fprintln(tw, line)
-		}
-		row("messages", func(a *analysis.Summary) string { return fmtCount(a.N) })
-		row("mean", func(a *analysis.Summary) string { return fmtNs(a.Mean) })
-		row("95% CI of mean", func(a *analysis.Summary) string { return fmtNs(a.CI95Low) + " – " + fmtNs(a.CI95High) })
-		row("median (lower)", func(a *analysis.Summary) string { return fmtNs(a.Median) })
-		row("robust deviation", func(a *analysis.Summary) string { return fmtNs(a.RobustDev) })
-		row("min", func(a *analysis.Summary) string { return fmtNs(a.Min) })
-		for _, p := range analysis.DefaultPercentiles {
-			row("p"+fmtNum(p, 2), func(a *analysis.Summary) string { return fmtNs(a.Percentile(p)) })
-		}
-		row("max", func(a *analysis.Summary) string { return fmtNs(a.Max) })
-		tw.Flush()
-		b.WriteString("\n")
-		for _, s := range sers {
-			a := s.Analysis
-			fmt.Fprintf(b, "  %s humps: %s dip test p = %s (%s)\n", s.Name, describeModes(a.LatencyModes), fmtP(a.LatencyDip.PValue), dipVerdict(a.LatencyDip.PValue, a.LatencyTied))
-		}
-		for _, s := range sers {
-			if t := throughputLine(s, window); t != "" {
-				fmt.Fprintf(b, "  %s throughput: %s\n", s.Name, t)
-			}
-		}
-		for _, s := range sers {
-			if p := peakPlace(s); p != "" {
-				fmt.Fprintf(b, "  %s peaks: %s\n", s.Name, p)
-			}
-		}
+		writeLatencyText(b, sers, window)
 	}
 	if p := r.Path; p != nil {
 		fmt.Fprintf(b, "  where the time goes (medians, %s joined messages): to the broker %s, inside %s, from the broker %s; end to end %s\n",
 			fmtCount(p.Messages), fmtNs(p.ToBrokerNs.Median), fmtNs(p.BrokerNs.Median), fmtNs(p.FromBrokerNs.Median), fmtNs(p.E2ENs.Median))
 	}
+	writeTopText(b, sers)
+	b.WriteString("\n")
+	writeSourcesText(b, r)
+	for _, l := range []struct {
+		name  string
+		items []string
+	}{{"warning", r.Warnings}, {"not in this report", r.Missing}, {"note", r.Notes}} {
+		for _, it := range l.items {
+			fmt.Fprintf(b, "  %s: %s\n", l.name, it)
+		}
+	}
+}
+
+// writeLatencyText: the series' aggregates side by side, then their humps,
+// throughput and peaks.
+func writeLatencyText(b *strings.Builder, sers []*Series, window int) {
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "  latency\t"
+	for _, s := range sers {
+		head += s.Name + "\t"
+	}
+	fmt.Fprintln(tw, head)
+	row := func(name string, f func(a *analysis.Summary) string) {
+		line := "  " + name + "\t"
+		for _, s := range sers {
+			line += f(&s.Analysis.LatencyNs) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	row("messages", func(a *analysis.Summary) string { return fmtCount(a.N) })
+	row("mean", func(a *analysis.Summary) string { return fmtNs(a.Mean) })
+	row("95% CI of mean", func(a *analysis.Summary) string { return fmtNs(a.CI95Low) + " – " + fmtNs(a.CI95High) })
+	row("median (lower)", func(a *analysis.Summary) string { return fmtNs(a.Median) })
+	row("robust deviation", func(a *analysis.Summary) string { return fmtNs(a.RobustDev) })
+	row("min", func(a *analysis.Summary) string { return fmtNs(a.Min) })
+	for _, p := range analysis.DefaultPercentiles {
+		row("p"+fmtNum(p, 2), func(a *analysis.Summary) string { return fmtNs(a.Percentile(p)) })
+	}
+	row("max", func(a *analysis.Summary) string { return fmtNs(a.Max) })
+	tw.Flush()
+	b.WriteString("\n")
+	for _, s := range sers {
+		a := s.Analysis
+		fmt.Fprintf(b, "  %s humps: %s dip test p = %s (%s)\n", s.Name, describeModes(a.LatencyModes), fmtP(a.LatencyDip.PValue), dipVerdict(a.LatencyDip.PValue, a.LatencyTied))
+	}
+	for _, s := range sers {
+		if t := throughputLine(s, window); t != "" {
+			fmt.Fprintf(b, "  %s throughput: %s\n", s.Name, t)
+		}
+	}
+	for _, s := range sers {
+		if p := peakPlace(s); p != "" {
+			fmt.Fprintf(b, "  %s peaks: %s\n", s.Name, p)
+		}
+	}
+}
+
+// writeTopText lists each series' slowest messages.
+func writeTopText(b *strings.Builder, sers []*Series) {
 	for _, s := range sers {
 		if len(s.Top) == 0 {
 			continue
@@ -132,7 +153,10 @@ func writeRunText(b *strings.Builder, r *Run, window int) {
 		}
 		tw.Flush()
 	}
-	b.WriteString("\n")
+}
+
+// writeSourcesText: one line for each of the recording's sources.
+func writeSourcesText(b *strings.Builder, r *Run) {
 	if c := r.CtxSw; c != nil {
 		fmt.Fprintf(b, "  %s\n", ctxswLine(c))
 	}
@@ -157,13 +181,5 @@ func writeRunText(b *strings.Builder, r *Run, window int) {
 		fmt.Fprintf(b, "  packets: in %s per message (mean payload %s B, %s segments per skb), out %s per message (mean payload %s B, %s segments per skb)\n",
 			fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.In.MeanPayload), 1), fmtNum(float64(p.In.SegsPerSkb), 3),
 			fmtNum(float64(p.Out.PktsPerMsg), 3), fmtNum(float64(p.Out.MeanPayload), 1), fmtNum(float64(p.Out.SegsPerSkb), 3))
-	}
-	for _, l := range []struct {
-		name  string
-		items []string
-	}{{"warning", r.Warnings}, {"not in this report", r.Missing}, {"note", r.Notes}} {
-		for _, it := range l.items {
-			fmt.Fprintf(b, "  %s: %s\n", l.name, it)
-		}
 	}
 }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fails when the committed bpf2go output (probes/*/*_bpfel.{go,o}) is stale:
-# regenerates it from bpf/ in a scratch copy of the tree with Debian's clang
+# regenerates it from bpf/ (bpf/NAME.bpf.c and NAME.h, shared headers in
+# bpf/include/) in a scratch copy of the tree with Debian's clang
 # and compares byte for byte. bpf2go maps source paths to relative ones, so
 # the output does not depend on where the tree lives.
 set -euo pipefail

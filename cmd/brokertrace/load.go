@@ -15,6 +15,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -197,5 +198,5 @@ func printLoadSummary(w io.Writer, r *load.Result, dir string) {
 	if s.Warmup > 0 {
 		fmt.Fprintf(w, "  %d warm-up messages left out of latency\n", s.Warmup)
 	}
-	fmt.Fprintf(w, "  files: %s, %s\n", filepath.Join(dir, "e2e.csv"), filepath.Join(dir, "load.json"))
+	fmt.Fprintf(w, "  files: %s, %s\n", filepath.Join(dir, recfile.E2EFile), filepath.Join(dir, recfile.LoadJSONFile))
 }

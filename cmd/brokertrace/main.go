@@ -45,10 +45,10 @@ func newRootCmd() *cobra.Command {
 		Use:   "brokertrace",
 		Short: "Kernel-level tracing and measurement of message brokers",
 		Long: `brokertrace attaches eBPF probes to an unmodified, already running message
-	broker and measures, for every message, the time it spent inside the broker:
-	from the socket read that brought it in to the socket write that sent it on.
-	Messages are matched by the marker BTID<16 hex digits> that producers put in
-	their bodies; payload bytes never leave the kernel.`,
+broker and measures, for every message, the time it spent inside the broker:
+from the socket read that brought it in to the socket write that sent it on.
+Messages are matched by the marker BTID<16 hex digits> that producers put in
+their bodies; payload bytes never leave the kernel.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -41,17 +42,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
-}
-
 // TestRecordCtrlC: record a real broker under load, stop it with SIGINT as a
 // user's Ctrl-C does; the files are complete and the exit code is 0.
 func TestRecordCtrlC(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	srv := testbroker.StartNATS(t)
 	port := srv.Addr[strings.LastIndex(srv.Addr, ":")+1:]
 	out := filepath.Join(t.TempDir(), "rec")
@@ -107,16 +101,10 @@ func TestRecordCtrlC(t *testing.T) {
 
 // TestBadInput: each mistake gets one clear line and its exit code.
 func TestBadInput(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	srv := testbroker.StartNATS(t)
 	pid := strconv.Itoa(srv.PID())
-	cases := []struct {
-		name string
-		args []string
-		uid  int
-		code int
-		says string
-	}{
+	checkExits(t, []exitCase{
 		{"no selector", []string{"record"}, 0, exitUsage, "exactly one of --pid, --port or --name"},
 		{"two selectors", []string{"record", "--pid", "1", "--name", "x"}, 0, exitUsage, "exactly one of"},
 		{"no such pid", []string{"record", "--pid", "99999999"}, 0, exitNoTarget, "no such process"},
@@ -130,7 +118,23 @@ func TestBadInput(t *testing.T) {
 		{"no such interface", []string{"record", "--pid", pid, "--iface", "nosuch0"}, 0, exitUsage, `interface "nosuch0" does not exist`},
 		{"load unreachable", []string{"load", "--url", "nats://127.0.0.1:1", "--count", "10", "--out", t.TempDir()}, 0, exitNoTarget, "127.0.0.1:1"},
 		{"load bad scheme", []string{"load", "--url", "kafka://x:1", "--count", "10", "--out", t.TempDir()}, 0, exitUsage, "nats"},
-	}
+	}, 2, nil)
+}
+
+// exitCase is a command line that must fail with code, printing a line
+// that says says; uid, when not 0, runs it as that user.
+type exitCase struct {
+	name string
+	args []string
+	uid  int
+	code int
+	says string
+}
+
+// checkExits runs each case's command line and checks its exit code and
+// that it printed at most maxLines lines, one of them saying what the case
+// says; then after, when not nil, checks what the command left.
+func checkExits(t *testing.T, cases []exitCase, maxLines int, after func(t *testing.T, cmd *exec.Cmd)) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cmd := exec.Command(binary, c.args...)
@@ -143,8 +147,11 @@ func TestBadInput(t *testing.T) {
 				t.Fatalf("exit %v, want code %d; output:\n%s", err, c.code, out)
 			}
 			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if !strings.Contains(string(out), c.says) || len(lines) > 2 {
+			if !strings.Contains(string(out), c.says) || len(lines) > maxLines {
 				t.Fatalf("output %q, want one line saying %q", out, c.says)
+			}
+			if after != nil {
+				after(t, cmd)
 			}
 		})
 	}

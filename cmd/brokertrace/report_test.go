@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/brokertrace/brokertrace/analysis"
-	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/report"
 )
 
@@ -40,7 +40,7 @@ func runReport(t *testing.T, args ...string) (stdout, stderr string, code int) {
 func writeE2E(t *testing.T, dir string, n int) {
 	t.Helper()
 	os.MkdirAll(dir, 0o755)
-	b := []byte(load.CSVHeader + "\n")
+	b := []byte(strings.Join(recfile.Columns[recfile.E2ERow](), ",") + "\n")
 	for i := range n {
 		send := int64(1e9) + int64(i)*1e6
 		lat := int64(100e3) + int64(i%50)*1e3

@@ -78,83 +78,22 @@ eBPF features or cgroups.`,
 }
 
 func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) error {
-	if len(args) == 0 {
-		return withCode(exitUsage, errors.New("run: give the broker's command after --, e.g. brokertrace run -- nats-server -p 4222"))
-	}
-	if err := checkRecordFlags(f); err != nil {
+	if err := checkRun(cmd, f, o, args); err != nil {
 		return err
-	}
-	if o.grace < 0 {
-		return withCode(exitUsage, errors.New("run: --grace must not be negative"))
-	}
-	// Checked before anything starts; the CPU source checks it again.
-	if on, _ := cmd.Flags().GetBool("cpu"); on && cmdInt(cmd, "cpu-every") < 1 {
-		return withCode(exitUsage, errors.New("run: --cpu-every must be at least 1"))
-	}
-	if err := probes.CheckPrivileges(); err != nil {
-		return withCode(exitNoPriv, err)
-	}
-	if _, err := probes.KernelBTF(); err != nil {
-		return withCode(exitNoPriv, err)
-	}
-	// exec.Command looks up only names without a slash; a path is checked
-	// here too, so that a typo is a usage error before anything starts.
-	if _, err := exec.LookPath(args[0]); err != nil {
-		var ee *exec.Error
-		if errors.As(err, &ee) {
-			err = ee.Err
-		}
-		return withCode(exitUsage, fmt.Errorf("run: cannot run %s: %v", args[0], err))
 	}
 	child := exec.Command(args[0], args[1:]...)
 	stderr := cmd.ErrOrStderr()
-
-	// The first Ctrl-C or SIGTERM ends the recording; a second one skips
-	// the grace period. Neither leaves the cgroup behind.
-	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	hurry := make(chan struct{})
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-done:
-			return
-		}
-		select {
-		case <-sigs:
-			close(hurry)
-		case <-done:
-		}
-	}()
+	ctx, hurry, stop := catchSignals()
+	defer stop()
 
 	// Pdeathsig (CMD is killed if brokertrace dies without cleaning up)
 	// fires when the thread that forked CMD exits: keep it for the run.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 
-	g, err := collect.NewGroup(collect.GroupOptions{CPUs: o.cpus})
-	switch {
-	case errors.Is(err, collect.ErrBadCPUs):
-		return withCode(exitUsage, fmt.Errorf("run: --cpus: %w", err))
-	case errors.Is(err, collect.ErrNoCgroup):
-		return withCode(exitNoPriv, fmt.Errorf("run: %w", err))
-	case err != nil:
-		return withCode(exitFailure, fmt.Errorf("run: %w", err))
-	}
-
-	child.Stdout, child.Stderr = stderr, stderr
-	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := g.Start(child); err != nil {
-		if derr := g.Delete(); derr != nil {
-			fmt.Fprintf(stderr, "brokertrace: %v\n", derr)
-		}
-		return withCode(exitNoTarget, fmt.Errorf("run: cannot start %s: %w", args[0], err))
+	g, err := startInGroup(child, o.cpus, stderr)
+	if err != nil {
+		return err
 	}
 	exited := make(chan struct{})
 	go func() {
@@ -208,6 +147,93 @@ func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) erro
 		return withCode(exitFailure, fmt.Errorf("run: %s exited by itself during the recording: %s", args[0], state))
 	}
 	return nil
+}
+
+// checkRun checks run's flags and arguments, the privileges and the
+// kernel before anything starts.
+func checkRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) error {
+	if len(args) == 0 {
+		return withCode(exitUsage, errors.New("run: give the broker's command after --, e.g. brokertrace run -- nats-server -p 4222"))
+	}
+	if err := checkRecordFlags(f); err != nil {
+		return err
+	}
+	if o.grace < 0 {
+		return withCode(exitUsage, errors.New("run: --grace must not be negative"))
+	}
+	// Checked before anything starts; the CPU source checks it again.
+	if on, _ := cmd.Flags().GetBool("cpu"); on && cmdInt(cmd, "cpu-every") < 1 {
+		return withCode(exitUsage, errors.New("run: --cpu-every must be at least 1"))
+	}
+	if err := probes.CheckPrivileges(); err != nil {
+		return withCode(exitNoPriv, err)
+	}
+	if _, err := probes.KernelBTF(); err != nil {
+		return withCode(exitNoPriv, err)
+	}
+	// exec.Command looks up only names without a slash; a path is checked
+	// here too, so that a typo is a usage error before anything starts.
+	if _, err := exec.LookPath(args[0]); err != nil {
+		var ee *exec.Error
+		if errors.As(err, &ee) {
+			err = ee.Err
+		}
+		return withCode(exitUsage, fmt.Errorf("run: cannot run %s: %v", args[0], err))
+	}
+	return nil
+}
+
+// catchSignals makes the first Ctrl-C or SIGTERM end the recording (ctx is
+// cancelled) and a second one skip the grace period (hurry is closed).
+// Neither leaves the cgroup behind. stop undoes it.
+func catchSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	hurryC := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+			close(hurryC)
+		case <-done:
+		}
+	}()
+	return ctx, hurryC, func() {
+		close(done)
+		cancel()
+		signal.Stop(sigs)
+	}
+}
+
+// startInGroup creates the cgroup, on the CPUs in cpus, and starts child in
+// it with its output on stderr; when child cannot start, the cgroup is
+// removed again.
+func startInGroup(child *exec.Cmd, cpus string, stderr io.Writer) (*collect.Group, error) {
+	g, err := collect.NewGroup(collect.GroupOptions{CPUs: cpus})
+	switch {
+	case errors.Is(err, collect.ErrBadCPUs):
+		return nil, withCode(exitUsage, fmt.Errorf("run: --cpus: %w", err))
+	case errors.Is(err, collect.ErrNoCgroup):
+		return nil, withCode(exitNoPriv, fmt.Errorf("run: %w", err))
+	case err != nil:
+		return nil, withCode(exitFailure, fmt.Errorf("run: %w", err))
+	}
+	child.Stdout, child.Stderr = stderr, stderr
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := g.Start(child); err != nil {
+		if derr := g.Delete(); derr != nil {
+			fmt.Fprintf(stderr, "brokertrace: %v\n", derr)
+		}
+		return nil, withCode(exitNoTarget, fmt.Errorf("run: cannot start %s: %w", child.Args[0], err))
+	}
+	return g, nil
 }
 
 // exitedAlready says whether our child pid has exited, reaped or not,

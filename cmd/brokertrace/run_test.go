@@ -3,11 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/collect"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -158,49 +157,17 @@ func cgroupDirs(path string) []string {
 	return dirs
 }
 
-func freePort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
-}
-
-func readRows(t *testing.T, file string) []map[string]string {
-	t.Helper()
-	f, err := os.Open(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("%s: %v", file, err)
-	}
-	var rows []map[string]string
-	for _, rec := range recs[1:] {
-		m := map[string]string{}
-		for i, h := range recs[0] {
-			m[h] = rec[i]
-		}
-		rows = append(rows, m)
-	}
-	return rows
-}
-
 // TestRunNATS: `brokertrace run --cpus 1 -- nats-server` under load, ended by
 // Ctrl-C: the broker ran pinned in its own cgroup, every message is in the
 // recording with its CPU accounting, and afterwards neither the broker nor
 // its cgroup is left.
 func TestRunNATS(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	cpu := "1"
 	if b, _ := os.ReadFile("/sys/devices/system/cpu/online"); strings.TrimSpace(string(b)) == "0" {
 		cpu = "0"
 	}
-	port := freePort(t)
+	port := strconv.Itoa(testutil.FreePort(t, "127.0.0.1"))
 	out := filepath.Join(t.TempDir(), "rec")
 	r := startRun(t, []string{"brokertrace: attached", "Listening for client connections on 127.0.0.1:" + port},
 		"run", "--cpus", cpu, "--out", out, "--quiet", "--json", "--cpu-every", "50",
@@ -283,7 +250,7 @@ func TestRunNATS(t *testing.T) {
 
 	// cpu.csv: the windows count every message, and the broker's cgroup
 	// was read in each.
-	windows := readRows(t, filepath.Join(out, collect.CPUFile))
+	windows := testutil.ReadCSVMaps(t, filepath.Join(out, recfile.CPUFile))
 	if len(windows) < 5 {
 		t.Fatalf("cpu.csv has %d rows", len(windows))
 	}
@@ -299,7 +266,7 @@ func TestRunNATS(t *testing.T) {
 	if in != n || outs != rows {
 		t.Fatalf("cpu.csv counts %d messages in, %d out; want %d, %d", in, outs, n, rows)
 	}
-	per := readRows(t, filepath.Join(out, collect.CPUPerMsgFile))
+	per := testutil.ReadCSVMaps(t, filepath.Join(out, recfile.CPUPerMsgFile))
 	if len(per) != rows/50 || per[len(per)-1]["n"] != strconv.Itoa(rows/50*50) {
 		t.Fatalf("cpu_per_msg.csv: %d rows, want %d", len(per), rows/50)
 	}
@@ -319,7 +286,7 @@ func TestRunNATS(t *testing.T) {
 // TestRunExits: CMD exiting with an error ends the recording, which is
 // complete, and the exit code says the broker failed.
 func TestRunExits(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	dir := t.TempDir()
 	out, gate := filepath.Join(dir, "rec"), filepath.Join(dir, "exit-now")
 	// The "broker" exits once the test has seen the recording attached.
@@ -345,7 +312,7 @@ func TestRunExits(t *testing.T) {
 // TestRunStubborn: a CMD that ignores SIGTERM is killed with its cgroup
 // after --grace, or at once on a second Ctrl-C.
 func TestRunStubborn(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	for _, c := range []struct {
 		name   string
 		grace  string
@@ -382,14 +349,8 @@ func TestRunStubborn(t *testing.T) {
 // TestRunBadInput: each mistake gets one clear line and its exit code, and
 // leaves no cgroup.
 func TestRunBadInput(t *testing.T) {
-	requireRoot(t)
-	cases := []struct {
-		name string
-		args []string
-		uid  int
-		code int
-		says string
-	}{
+	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
+	checkExits(t, []exitCase{
 		{"no command", []string{"run"}, 0, exitUsage, "give the broker's command after --"},
 		{"no such program", []string{"run", "--", "/no/such/broker"}, 0, exitUsage, "cannot run /no/such/broker"},
 		{"not in PATH", []string{"run", "--", "no-such-broker-xyz"}, 0, exitUsage, "no-such-broker-xyz"},
@@ -397,26 +358,10 @@ func TestRunBadInput(t *testing.T) {
 		{"bad cpu-every", []string{"run", "--cpu-every", "0", "--", "/bin/true"}, 0, exitUsage, "--cpu-every"},
 		{"bad grace", []string{"run", "--grace", "-1s", "--", "/bin/true"}, 0, exitUsage, "--grace"},
 		{"not root", []string{"run", "--", "/bin/true"}, 65534, exitNoPriv, "needs root"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			cmd := exec.Command(binary, c.args...)
-			if c.uid != 0 {
-				cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(c.uid), Gid: uint32(c.uid)}}
-			}
-			out, err := cmd.CombinedOutput()
-			var ee *exec.ExitError
-			if !errors.As(err, &ee) || ee.ExitCode() != c.code {
-				t.Fatalf("exit %v, want code %d; output:\n%s", err, c.code, out)
-			}
-			lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-			if !strings.Contains(string(out), c.says) || len(lines) > 1 {
-				t.Fatalf("output %q, want one line saying %q", out, c.says)
-			}
-			left, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/%s/run-%d-*", collect.GroupParent, cmd.Process.Pid))
-			if len(left) > 0 {
-				t.Fatalf("left behind: %v", left)
-			}
-		})
-	}
+	}, 1, func(t *testing.T, cmd *exec.Cmd) {
+		left, _ := filepath.Glob(fmt.Sprintf("/sys/fs/cgroup/*/%s/run-%d-*", collect.GroupParent, cmd.Process.Pid))
+		if len(left) > 0 {
+			t.Fatalf("left behind: %v", left)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/probes/netstack"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockq"
 	"github.com/brokertrace/brokertrace/source"
@@ -16,7 +17,7 @@ import (
 func sourceTable() []source.Spec {
 	return []source.Spec{
 		capture.Spec(),
-		capture.NetstackSpec(),
+		netstack.Spec(),
 		collect.Spec(),
 		sched.Spec(),
 		sockq.Spec(),

@@ -65,24 +65,11 @@ func StartActiveMQ(tb testing.TB) *ActiveMQ {
 // stomp://localhost:41403" log line.
 var activemqListenRE = regexp.MustCompile(`Listening for connections at: stomp://[^:/\s]+:(\d+)`)
 
-// LaunchActiveMQ is StartActiveMQ for callers without a testing.TB; they must
-// call Stop.
-func LaunchActiveMQ() (*ActiveMQ, error) {
-	dir, err := mkTemp("activemq")
-	if err != nil {
-		return nil, err
-	}
-	conf := filepath.Join(dir, "conf")
-	data := filepath.Join(dir, "data")
-	for _, d := range []string{conf, data} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	// Port 0: the broker binds free ports itself and logs them, so no
-	// race with other processes picking ports.
-	xml := fmt.Sprintf(`<beans xmlns="http://www.springframework.org/schema/beans"
+// activemqXML is the broker's configuration; its arguments are the data
+// directory and the one user's name and password. Port 0: the broker binds
+// free ports itself and logs them, so no race with other processes picking
+// ports.
+const activemqXML = `<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
   http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
@@ -100,24 +87,23 @@ func LaunchActiveMQ() (*ActiveMQ, error) {
     </transportConnectors>
   </broker>
 </beans>
-`, data, ActiveMQUser, ActiveMQPassword)
-	// Debian builds ActiveMQ against log4j 1.2, which reads
-	// log4j.properties from the classpath (the conf directory).
-	log4j := `log4j.rootLogger=INFO, stdout
+`
+
+// activemqLog4j sends the broker's log to stdout, where readiness is read:
+// Debian builds ActiveMQ against log4j 1.2, which reads log4j.properties
+// from the classpath (the conf directory).
+const activemqLog4j = `log4j.rootLogger=INFO, stdout
 log4j.logger.org.springframework=WARN
 log4j.logger.org.apache.xbean=WARN
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
 log4j.appender.stdout.layout.ConversionPattern=%-5p | %m%n
 `
-	for name, text := range map[string]string{"activemq.xml": xml, "log4j.properties": log4j} {
-		if err := os.WriteFile(filepath.Join(conf, name), []byte(text), 0o644); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	// What Debian's /usr/bin/activemq runs, minus its daemon handling.
-	args := []string{"-Xms128m", "-Xmx512m",
+
+// activemqArgs is what Debian's /usr/bin/activemq runs, minus its daemon
+// handling, for a broker whose base directory is dir.
+func activemqArgs(dir, conf, data string) []string {
+	return []string{"-Xms128m", "-Xmx512m",
 		// IPv4 sockets, like the other test brokers, rather than
 		// IPv4-mapped IPv6 ones.
 		"-Djava.net.preferIPv4Stack=true",
@@ -137,8 +123,26 @@ log4j.appender.stdout.layout.ConversionPattern=%-5p | %m%n
 		"-Dactivemq.data=" + data,
 		"-jar", ActiveMQJar, "start", "xbean:file:" + filepath.Join(conf, "activemq.xml"),
 	}
+}
+
+// LaunchActiveMQ is StartActiveMQ for callers without a testing.TB; they must
+// call Stop.
+func LaunchActiveMQ() (*ActiveMQ, error) {
+	dir, err := mkTemp("activemq")
+	if err != nil {
+		return nil, err
+	}
+	conf := filepath.Join(dir, "conf")
+	data := filepath.Join(dir, "data")
+	err = fillDir(dir, []string{"conf", "data"}, map[string]string{
+		"conf/activemq.xml":     fmt.Sprintf(activemqXML, data, ActiveMQUser, ActiveMQPassword),
+		"conf/log4j.properties": activemqLog4j,
+	})
+	if err != nil {
+		return nil, err
+	}
 	a := &ActiveMQ{User: ActiveMQUser, Password: ActiveMQPassword}
-	cmd := exec.Command(JavaBin, args...)
+	cmd := exec.Command(JavaBin, activemqArgs(dir, conf, data)...)
 	cmd.Dir = dir
 	p, err := startProcess("activemq", cmd, dir, func(line string) bool {
 		return activemqListenRE.MatchString(line)

@@ -101,12 +101,7 @@ func launchMosquitto(dir string, users []string) (*Mosquitto, error) {
 		return nil, err
 	}
 	m.Process = p
-	if _, err := p.waitReady(15 * time.Second); err != nil {
-		p.Stop()
-		return nil, err
-	}
-	if err := waitListening(p, m.Addr, 15*time.Second); err != nil {
-		p.Stop()
+	if err := p.waitServing(m.Addr, 15*time.Second); err != nil {
 		return nil, err
 	}
 	return m, nil

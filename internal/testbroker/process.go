@@ -181,6 +181,19 @@ func waitListening(p *Process, addr string, timeout time.Duration) error {
 	}
 }
 
+// waitServing waits, up to timeout each, for p's ready line and for addr
+// to accept connections; when either does not come, it stops p.
+func (p *Process) waitServing(addr string, timeout time.Duration) error {
+	_, err := p.waitReady(timeout)
+	if err == nil {
+		err = waitListening(p, addr, timeout)
+	}
+	if err != nil {
+		p.Stop()
+	}
+	return err
+}
+
 // addrInUse reports whether a failed start was a port taken in between
 // freePorts and the broker's bind, which a retry with new ports fixes.
 func addrInUse(err error) bool {
@@ -233,4 +246,22 @@ func mkTemp(name string) (string, error) {
 		return "", errors.New("temporary directory for " + name + ": " + err.Error())
 	}
 	return d, nil
+}
+
+// fillDir makes the directories subdirs in dir and writes files (name
+// relative to dir → text) into them; on error it removes dir.
+func fillDir(dir string, subdirs []string, files map[string]string) error {
+	for _, d := range subdirs {
+		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return err
+		}
+	}
+	return nil
 }

@@ -92,13 +92,17 @@ func LaunchRabbitMQ(plugins ...string) (*RabbitMQ, error) {
 	return retryPorts(func() (*RabbitMQ, error) { return launchRabbitMQ(plugins) })
 }
 
+// loopAddr is host:port of a loopback port.
+func loopAddr(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
+
+// launchRabbitMQ starts a node on ports chosen now: epmd, Erlang
+// distribution, AMQP, STOMP, MQTT.
 func launchRabbitMQ(plugins []string) (*RabbitMQ, error) {
 	for _, pl := range plugins {
 		if pl == "" || strings.ContainsAny(pl, " ,.[]'\"") {
 			return nil, fmt.Errorf("RabbitMQ plugin name %q is invalid", pl)
 		}
 	}
-	// epmd, Erlang distribution, AMQP, STOMP, MQTT.
 	ports, err := freePorts(5)
 	if err != nil {
 		return nil, err
@@ -107,74 +111,22 @@ func launchRabbitMQ(plugins []string) (*RabbitMQ, error) {
 	if err != nil {
 		return nil, err
 	}
-	loop := func(port int) string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)) }
-	r := &RabbitMQ{AMQPAddr: loop(ports[2]), Node: fmt.Sprintf("brokertrace%d@localhost", ports[2])}
-	conf := []string{
-		"listeners.tcp.default = " + r.AMQPAddr,
-		// The test's own node: guest may connect however it likes.
-		"loopback_users = none",
+	r := &RabbitMQ{AMQPAddr: loopAddr(ports[2]), Node: fmt.Sprintf("brokertrace%d@localhost", ports[2])}
+	if err := fillDir(dir, []string{"home", "mnesia", "log"}, r.config(ports, plugins)); err != nil {
+		return nil, err
 	}
-	if slices.Contains(plugins, "rabbitmq_stomp") {
-		r.STOMPAddr = loop(ports[3])
-		conf = append(conf, "stomp.listeners.tcp.1 = "+r.STOMPAddr)
-	}
-	if slices.Contains(plugins, "rabbitmq_mqtt") {
-		r.MQTTAddr = loop(ports[4])
-		conf = append(conf, "mqtt.listeners.tcp.1 = "+r.MQTTAddr)
-	}
-	files := map[string]string{
-		"rabbitmq.conf":     strings.Join(conf, "\n") + "\n",
-		"enabled_plugins":   "[" + strings.Join(plugins, ",") + "].\n",
-		"rabbitmq-env.conf": "", // instead of /etc/rabbitmq/rabbitmq-env.conf
-	}
-	for name, text := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-	for _, d := range []string{"home", "mnesia", "log"} {
-		if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
-			os.RemoveAll(dir)
-			return nil, err
-		}
-	}
-
-	// An epmd of its own, in the foreground, so none outlives the test as
-	// the daemon Erlang would start otherwise.
-	epmd, err := startProcess("epmd", exec.Command(EPMDBin, "-port", strconv.Itoa(ports[0]), "-address", "127.0.0.1"), "", nil)
-	if err != nil {
+	if r.epmd, err = startEPMD(ports[0]); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	r.epmd = epmd
-	if err := waitListening(epmd, loop(ports[0]), 10*time.Second); err != nil {
-		epmd.Stop()
-		os.RemoveAll(dir)
-		return nil, err
-	}
-
 	cmd := exec.Command(RabbitMQServerBin)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(),
-		"HOME="+filepath.Join(dir, "home"), // the Erlang cookie goes here
-		"ERL_EPMD_PORT="+strconv.Itoa(ports[0]),
-		"RABBITMQ_CONF_ENV_FILE="+filepath.Join(dir, "rabbitmq-env.conf"),
-		"RABBITMQ_NODENAME="+r.Node,
-		"RABBITMQ_DIST_PORT="+strconv.Itoa(ports[1]),
-		"RABBITMQ_MNESIA_BASE="+filepath.Join(dir, "mnesia"),
-		"RABBITMQ_LOG_BASE="+filepath.Join(dir, "log"),
-		"RABBITMQ_LOGS=-", // to stdout, where readiness is read
-		"RABBITMQ_CONFIG_FILE="+filepath.Join(dir, "rabbitmq.conf"),
-		"RABBITMQ_ADVANCED_CONFIG_FILE="+filepath.Join(dir, "advanced.config"),
-		"RABBITMQ_ENABLED_PLUGINS_FILE="+filepath.Join(dir, "enabled_plugins"),
-		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
-	)
+	cmd.Env = append(os.Environ(), r.env(dir, ports)...)
 	p, err := startProcess("rabbitmq-server", cmd, dir, func(line string) bool {
 		return strings.Contains(line, "Server startup complete")
 	})
 	if err != nil {
-		epmd.Stop()
+		r.epmd.Stop()
 		os.RemoveAll(dir)
 		return nil, err
 	}
@@ -195,4 +147,60 @@ func launchRabbitMQ(plugins []string) (*RabbitMQ, error) {
 		}
 	}
 	return r, nil
+}
+
+// config sets the node's STOMP and MQTT addresses when their plugins are
+// enabled, and returns its configuration files.
+func (r *RabbitMQ) config(ports []int, plugins []string) map[string]string {
+	conf := []string{
+		"listeners.tcp.default = " + r.AMQPAddr,
+		// The test's own node: guest may connect however it likes.
+		"loopback_users = none",
+	}
+	if slices.Contains(plugins, "rabbitmq_stomp") {
+		r.STOMPAddr = loopAddr(ports[3])
+		conf = append(conf, "stomp.listeners.tcp.1 = "+r.STOMPAddr)
+	}
+	if slices.Contains(plugins, "rabbitmq_mqtt") {
+		r.MQTTAddr = loopAddr(ports[4])
+		conf = append(conf, "mqtt.listeners.tcp.1 = "+r.MQTTAddr)
+	}
+	return map[string]string{
+		"rabbitmq.conf":     strings.Join(conf, "\n") + "\n",
+		"enabled_plugins":   "[" + strings.Join(plugins, ",") + "].\n",
+		"rabbitmq-env.conf": "", // instead of /etc/rabbitmq/rabbitmq-env.conf
+	}
+}
+
+// env is the server script's environment: everything in dir, on ports.
+func (r *RabbitMQ) env(dir string, ports []int) []string {
+	return []string{
+		"HOME=" + filepath.Join(dir, "home"), // the Erlang cookie goes here
+		"ERL_EPMD_PORT=" + strconv.Itoa(ports[0]),
+		"RABBITMQ_CONF_ENV_FILE=" + filepath.Join(dir, "rabbitmq-env.conf"),
+		"RABBITMQ_NODENAME=" + r.Node,
+		"RABBITMQ_DIST_PORT=" + strconv.Itoa(ports[1]),
+		"RABBITMQ_MNESIA_BASE=" + filepath.Join(dir, "mnesia"),
+		"RABBITMQ_LOG_BASE=" + filepath.Join(dir, "log"),
+		"RABBITMQ_LOGS=-", // to stdout, where readiness is read
+		"RABBITMQ_CONFIG_FILE=" + filepath.Join(dir, "rabbitmq.conf"),
+		"RABBITMQ_ADVANCED_CONFIG_FILE=" + filepath.Join(dir, "advanced.config"),
+		"RABBITMQ_ENABLED_PLUGINS_FILE=" + filepath.Join(dir, "enabled_plugins"),
+		"RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false -kernel inet_dist_use_interface {127,0,0,1}",
+	}
+}
+
+// startEPMD starts an Erlang port mapper of the node's own, in the
+// foreground, so that none outlives the test as the daemon Erlang would
+// start otherwise.
+func startEPMD(port int) (*Process, error) {
+	epmd, err := startProcess("epmd", exec.Command(EPMDBin, "-port", strconv.Itoa(port), "-address", "127.0.0.1"), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitListening(epmd, loopAddr(port), 10*time.Second); err != nil {
+		epmd.Stop()
+		return nil, err
+	}
+	return epmd, nil
 }

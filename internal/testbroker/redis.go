@@ -57,12 +57,7 @@ func StartRedis(tb testing.TB, extraArgs ...string) *Redis {
 			return nil, err
 		}
 		r.Process = p
-		if _, err := p.waitReady(15 * time.Second); err != nil {
-			p.Stop()
-			return nil, err
-		}
-		if err := waitListening(p, r.Addr, 15*time.Second); err != nil {
-			p.Stop()
+		if err := p.waitServing(r.Addr, 15*time.Second); err != nil {
 			return nil, err
 		}
 		return r, nil

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // listenerPID returns the pid whose open files include the socket listening
@@ -19,8 +20,7 @@ import (
 // a recording test needs PID() to be.
 func listenerPID(t *testing.T, addr string) int {
 	t.Helper()
-	_, portStr, _ := net.SplitHostPort(addr)
-	port, _ := strconv.Atoi(portStr)
+	port := testutil.PortOf(t, addr)
 	inode := ""
 	for file, local := range map[string]string{
 		"/proc/net/tcp":  fmt.Sprintf("0100007F:%04X", port),

@@ -15,14 +15,12 @@
 package netstack
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
+	"slices"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/probes"
@@ -52,16 +50,16 @@ const (
 	Out = "out" // sent from a broker port, as handed to the device
 )
 
-// Options configure a Tracer.
+// Options configure a Tracer; the field names are those of every loader
+// (see package probes).
 type Options struct {
 	// Ports are the broker's TCP ports; at least one.
 	Ports []uint16
 	// NetNS is the inode number of the network namespace to count in (as
 	// stat(2) of /proc/PID/ns/net reports it); 0 counts every namespace.
 	NetNS uint64
-	// ForcePath picks the hook type; PathAuto by default, tests force
-	// PathRaw.
-	ForcePath Path
+	// Path picks the hook type; PathAuto by default, tests force PathRaw.
+	Path Path
 }
 
 // NetNSInode returns the inode number that identifies the network
@@ -99,27 +97,28 @@ type Stats struct {
 	MapFull uint64 `json:"map_full"`
 	// Program runs the kernel skipped (recursion on a CPU): their skbs are
 	// missing from the histograms.
-	Missed uint64 `json:"missed_runs"`
+	Missed uint64 `json:"missed"`
 }
 
 // Tracer is a loaded and attached probe.
 type Tracer struct {
-	path     Path
-	fallback string
-
-	coll  *ebpf.Collection
-	hists *ebpf.Map
-	stats *ebpf.Map
-	progs []*ebpf.Program
-
-	mu     sync.Mutex
-	links  []link.Link
-	closed bool
+	probes.Common
 }
 
-var hooks = []probes.Hook{
-	{Tracepoint: "net_dev_start_xmit", BTF: "xmit_btf", Raw: "xmit_raw"},
-	{Tracepoint: "netif_receive_skb", BTF: "receive_btf", Raw: "receive_raw"},
+// paths are the probe's paths in the order Open tries them.
+var paths = []Path{PathBTF, PathRaw}
+
+// hooks are the programs of each path: the same code, compiled for typed
+// tp_btf arguments and for raw_tp's probe reads.
+var hooks = map[Path][]probes.Hook{
+	PathBTF: {
+		{Prog: netstackProgXmitBtf, Tracepoint: "net_dev_start_xmit", BTF: true},
+		{Prog: netstackProgReceiveBtf, Tracepoint: "netif_receive_skb", BTF: true},
+	},
+	PathRaw: {
+		{Prog: netstackProgXmitRaw, Tracepoint: "net_dev_start_xmit"},
+		{Prog: netstackProgReceiveRaw, Tracepoint: "netif_receive_skb"},
+	},
 }
 
 // Open loads the probe and attaches it. Once Open returns, every matching
@@ -128,39 +127,22 @@ func Open(opts Options) (*Tracer, error) {
 	if len(opts.Ports) == 0 {
 		return nil, errors.New("netstack: no ports given: name the broker's TCP ports")
 	}
-	for _, p := range opts.Ports {
-		if p == 0 {
-			return nil, errors.New("netstack: port 0 given: name the broker's TCP ports")
-		}
-	}
-	switch opts.ForcePath {
-	case PathAuto, PathBTF, PathRaw:
-	default:
-		return nil, fmt.Errorf("netstack: unknown probe path %q (want %q or %q)", opts.ForcePath, PathBTF, PathRaw)
+	if slices.Contains(opts.Ports, 0) {
+		return nil, errors.New("netstack: port 0 given: name the broker's TCP ports")
 	}
 	if opts.NetNS > 1<<32-1 {
 		return nil, fmt.Errorf("netstack: network namespace inode %d does not fit the kernel's 32 bits", opts.NetNS)
 	}
-	if err := probes.Prepare(); err != nil {
-		return nil, err
-	}
-	if opts.ForcePath != PathAuto {
-		return open(opts, opts.ForcePath)
-	}
-	t, fallback, err := probes.TryPaths(func(btf bool) (*Tracer, error) {
-		if btf {
-			return open(opts, PathBTF)
-		}
-		return open(opts, PathRaw)
+	c, err := probes.Open("netstack", opts.Path, paths, func(path Path) (*probes.Probe, error) {
+		return open(opts, path)
 	})
 	if err != nil {
 		return nil, err
 	}
-	t.fallback = fallback
-	return t, nil
+	return &Tracer{Common: c}, nil
 }
 
-func open(opts Options, path Path) (*Tracer, error) {
+func open(opts Options, path Path) (*probes.Probe, error) {
 	spec, err := loadNetstack()
 	if err != nil {
 		return nil, fmt.Errorf("netstack: loading the embedded BPF object: %w", err)
@@ -169,100 +151,65 @@ func open(opts Options, path Path) (*Tracer, error) {
 	for _, p := range opts.Ports {
 		bits[p>>6] |= 1 << (p & 63)
 	}
-	if err := spec.Variables["port_bits"].Set(bits); err != nil {
+	if err := probes.SetVars(spec, map[string]any{netstackVarPortBits: bits, netstackVarTargNetns: uint32(opts.NetNS)}); err != nil {
 		return nil, fmt.Errorf("netstack: %w", err)
 	}
-	if err := spec.Variables["targ_netns"].Set(uint32(opts.NetNS)); err != nil {
-		return nil, fmt.Errorf("netstack: %w", err)
-	}
-	probes.KeepPath(spec, hooks, path == PathBTF)
-	coll, err := ebpf.NewCollection(spec)
-	if err != nil {
-		return nil, fmt.Errorf("%w: netstack (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
-	}
-	t := &Tracer{path: path, coll: coll, hists: coll.Maps["hists"], stats: coll.Maps["stats"]}
-	if t.progs, t.links, err = probes.AttachHooks(coll, hooks, path == PathBTF); err != nil {
-		t.Close()
-		return nil, err
-	}
-	return t, nil
-}
-
-// Path reports the hook type the probe runs on: "tp_btf" or "raw_tp".
-func (t *Tracer) Path() string { return string(t.path) }
-
-// FallbackReason says why tp_btf was not used when Path is raw_tp without
-// having been forced; empty otherwise.
-func (t *Tracer) FallbackReason() string { return t.fallback }
-
-var errClosed = errors.New("netstack: tracer is closed")
-
-// Detach stops counting; the counters stay readable until Close. Reading
-// after Detach gives final totals that no skb changes any more.
-func (t *Tracer) Detach() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	var errs []error
-	for _, l := range t.links {
-		errs = append(errs, l.Close())
-	}
-	t.links = nil
-	return errors.Join(errs...)
+	return probes.LoadAttached(spec, probes.Object{Name: "netstack", Path: string(path), Hooks: hooks[path]})
 }
 
 // Read returns every histogram, summed over CPUs, sorted by direction (in
 // first) and interface index.
 func (t *Tracer) Read() ([]Hist, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errClosed
-	}
-	var (
-		key  netstackGsoKey
-		vals []netstackGsoHist
-		out  []Hist
-	)
-	it := t.hists.Iterate()
-	for it.Next(&key, &vals) {
-		h := Hist{Dir: In, Ifindex: int(key.Ifindex)}
-		if key.Dir == 1 {
-			h.Dir = Out
+	var out []Hist
+	err := t.Probe.Locked(func() error {
+		var (
+			key  netstackGsoKey
+			vals []netstackGsoHist
+		)
+		it := t.Probe.Map(netstackMapHists).Iterate()
+		for it.Next(&key, &vals) {
+			out = append(out, sumHist(key, vals))
 		}
-		for _, v := range vals {
-			for i, n := range v.Skbs {
-				h.SKBs[i] += n
-				h.Total += n
-			}
-			h.Segments += v.Segs
-			h.PayloadBytes += v.PayloadBytes
-			h.GSOSKBs += v.GsoSkbs
-			h.MaxSegs = max(h.MaxSegs, v.MaxSegs)
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("netstack: reading the histogram map: %w", err)
 		}
-		out = append(out, h)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("netstack: reading the histogram map: %w", err)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Dir != out[j].Dir {
-			return out[i].Dir == In
-		}
-		return out[i].Ifindex < out[j].Ifindex
+	// In before out (In < Out as strings), then by interface.
+	slices.SortFunc(out, func(a, b Hist) int {
+		return cmp.Or(cmp.Compare(a.Dir, b.Dir), cmp.Compare(a.Ifindex, b.Ifindex))
 	})
 	return out, nil
 }
 
+// sumHist sums one histogram's per-CPU values.
+func sumHist(key netstackGsoKey, vals []netstackGsoHist) Hist {
+	h := Hist{Dir: In, Ifindex: int(key.Ifindex)}
+	if key.Dir == 1 {
+		h.Dir = Out
+	}
+	for _, v := range vals {
+		for i, n := range v.Skbs {
+			h.SKBs[i] += n
+			h.Total += n
+		}
+		h.Segments += v.Segs
+		h.PayloadBytes += v.PayloadBytes
+		h.GSOSKBs += v.GsoSkbs
+		h.MaxSegs = max(h.MaxSegs, v.MaxSegs)
+	}
+	return h
+}
+
 // Stats reads the health counters.
 func (t *Tracer) Stats() (Stats, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return Stats{}, errClosed
-	}
 	var s Stats
 	var vals []netstackNetstackStats
-	if err := t.stats.Lookup(uint32(0), &vals); err != nil {
+	err := t.Probe.Locked(func() error { return t.Probe.Map(netstackMapStats).Lookup(uint32(0), &vals) })
+	if err != nil {
 		return s, fmt.Errorf("netstack: reading the stats map: %w", err)
 	}
 	for _, v := range vals {
@@ -270,7 +217,7 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.Unparsed += v.Unparsed
 		s.MapFull += v.MapFull
 	}
-	s.Missed += probes.RecursionMisses(t.progs)
+	s.Missed = t.Probe.Missed()
 	return s, nil
 }
 
@@ -280,7 +227,7 @@ func (t *Tracer) Stats() (Stats, error) {
 // (ebpf.EnableStats, or sysctl kernel.bpf_stats_enabled=1); benchmarks use
 // it for the probe's cost per skb.
 func (t *Tracer) RunStats() (runs uint64, runtime time.Duration, err error) {
-	for _, p := range t.progs {
+	for _, p := range t.Probe.Programs() {
 		ps, err := p.Stats()
 		if err != nil {
 			return 0, 0, fmt.Errorf("netstack: program statistics: %w", err)
@@ -289,16 +236,4 @@ func (t *Tracer) RunStats() (runs uint64, runtime time.Duration, err error) {
 		runtime += ps.Runtime
 	}
 	return runs, runtime, nil
-}
-
-// Close detaches the probe and frees its kernel objects.
-func (t *Tracer) Close() error {
-	err := t.Detach()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.closed {
-		t.closed = true
-		t.coll.Close()
-	}
-	return err
 }

@@ -191,7 +191,7 @@ func TestCountsSegmentsOfOneNamespace(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := Open(Options{Ports: []uint16{port}, NetNS: ino, ForcePath: path})
+			tr, err := Open(Options{Ports: []uint16{port}, NetNS: ino, Path: path})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -254,7 +254,7 @@ func TestOpenBadInput(t *testing.T) {
 	}{
 		{Options{}, "no ports given"},
 		{Options{Ports: []uint16{0}}, "port 0"},
-		{Options{Ports: []uint16{1}, ForcePath: "kprobe"}, `unknown probe path "kprobe"`},
+		{Options{Ports: []uint16{1}, Path: "kprobe"}, `unknown probe path "kprobe"`},
 	} {
 		_, err := Open(tc.opts)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

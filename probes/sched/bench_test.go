@@ -6,8 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
+	"github.com/brokertrace/brokertrace/probes"
 	"golang.org/x/sys/unix"
 )
 
@@ -36,10 +35,10 @@ func BenchmarkSwitch(b *testing.B) {
 	}
 	variants := []*variant{
 		{name: "none"},
-		{name: "empty", progs: loadProgs(b, 0, "")},
-		{name: "btf", progs: loadProgs(b, os.Getpid(), PathBTF)},
-		{name: "raw", progs: loadProgs(b, os.Getpid(), PathRaw)},
-		{name: "other", progs: loadProgs(b, 1, PathBTF)},
+		{name: "empty", probe: loadProbe(b, 0, "")},
+		{name: "btf", probe: loadProbe(b, os.Getpid(), PathBTF)},
+		{name: "raw", probe: loadProbe(b, os.Getpid(), PathRaw)},
+		{name: "other", probe: loadProbe(b, 1, PathBTF)},
 	}
 	pp := newPingPong(b)
 	defer pp.close()
@@ -68,8 +67,8 @@ func BenchmarkSwitch(b *testing.B) {
 			perSwitch[v.name] = float64(v.elapsed.Nanoseconds()) / float64(2*v.trips)
 			b.ReportMetric(perSwitch[v.name], v.name+"-ns/switch")
 		}
-		if v.progs != nil {
-			v.progs.Close()
+		if v.probe != nil {
+			v.probe.Close()
 		}
 	}
 	b.ReportMetric(perSwitch["btf"]-perSwitch["empty"], "probe-ns/switch")
@@ -77,81 +76,45 @@ func BenchmarkSwitch(b *testing.B) {
 
 type variant struct {
 	name    string
-	progs   *ebpf.Collection
-	links   []link.Link
+	probe   *probes.Probe
 	elapsed time.Duration
 	trips   int
 }
 
-// loadProgs loads the probe's programs for a path, or only the empty one
-// when path is "".
-func loadProgs(b *testing.B, pid int, path Path) *ebpf.Collection {
+// loadProbe loads the probe's programs for a path, or only the empty one
+// when path is "", detached.
+func loadProbe(b *testing.B, pid int, path Path) *probes.Probe {
 	spec, err := loadSched()
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := spec.Variables["targ_tgid"].Set(uint32(pid)); err != nil {
+	if err := probes.SetVars(spec, map[string]any{schedVarTargTgid: uint32(pid)}); err != nil {
 		b.Fatal(err)
 	}
-	keep := map[string]bool{}
-	for _, h := range hooks {
-		switch path {
-		case PathBTF:
-			keep[h.BTF] = true
-		case PathRaw:
-			keep[h.Raw] = true
-		}
-	}
+	hs := hooks[path]
 	if path == "" {
-		keep["switch_empty"] = true
+		hs = []probes.Hook{{Prog: schedProgSwitchEmpty, Tracepoint: "sched_switch", BTF: true}}
 	}
-	for name := range spec.Programs {
-		if !keep[name] {
-			delete(spec.Programs, name)
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
+	p, err := probes.Load(spec, probes.Object{Name: "sched", Path: string(path), Hooks: hs})
 	if err != nil {
 		b.Fatal(err)
 	}
-	return coll
+	return p
 }
 
 func (v *variant) attach(b *testing.B) {
-	if v.progs == nil {
+	if v.probe == nil {
 		return
 	}
-	for name, p := range v.progs.Programs {
-		var (
-			l   link.Link
-			err error
-		)
-		if p.Type() == ebpf.Tracing {
-			l, err = link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
-		} else {
-			l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: rawTracepoint(name), Program: p})
-		}
-		if err != nil {
-			b.Fatal(err)
-		}
-		v.links = append(v.links, l)
+	if err := v.probe.Attach(); err != nil {
+		b.Fatal(err)
 	}
-}
-
-func rawTracepoint(prog string) string {
-	for _, h := range hooks {
-		if h.Raw == prog {
-			return h.Tracepoint
-		}
-	}
-	return ""
 }
 
 func (v *variant) detach() {
-	for _, l := range v.links {
-		l.Close()
+	if v.probe != nil {
+		v.probe.Detach()
 	}
-	v.links = nil
 }
 
 // pingPong is two threads pinned to CPU 0 that pass a byte through pipes on

@@ -24,12 +24,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/cilium/ebpf/ringbuf"
-
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes"
@@ -53,16 +47,17 @@ const (
 // until Close, so a broker that churns threads needs more.
 const DefaultMaxThreads = 32768
 
-// Options configure a Tracer.
+// Options configure a Tracer; the field names are those of every loader
+// (see package probes).
 type Options struct {
 	PID        int  // target process (tgid)
-	ForcePath  Path // PathAuto by default; tests force PathRaw
+	Path       Path // PathAuto by default; tests force PathRaw
 	MaxThreads int  // thread-map size; 0 means DefaultMaxThreads
 	// Events turns on the stream of the target's switches (ReadSwitches),
 	// for per-message attribution.
 	Events bool
-	// RingSize is the switch ring buffer's size in bytes, a power of two;
-	// 0 means 8 MiB.
+	// RingSize is the switch ring buffer's size in bytes, a power of two
+	// ≥ page size; 0 means 8 MiB.
 	RingSize int
 }
 
@@ -175,11 +170,11 @@ type CPUStats struct {
 	Switches  uint64 `json:"switches"`   // every context switch, any task, idle included
 	TargetOut uint64 `json:"target_out"` // switches away from a target thread
 	TargetIn  uint64 `json:"target_in"`  // switches to a target thread
-	Dropped   uint64 `json:"dropped"`    // target-thread updates lost: thread map full
+	MapFull   uint64 `json:"map_full"`   // target-thread updates lost: thread map full
 	// Switch events written to the ring buffer, and lost because it was
 	// full (with Options.Events).
-	Events        uint64 `json:"events"`
-	EventsDropped uint64 `json:"events_dropped"`
+	Events  uint64 `json:"events"`
+	Dropped uint64 `json:"dropped"`
 }
 
 // Snapshot is one sample of every counter. The map and the per-CPU array
@@ -194,12 +189,12 @@ type Snapshot struct {
 
 // Stats are the probe's health counters.
 type Stats struct {
-	Threads int    `json:"threads"` // entries in the thread map
-	Dropped uint64 `json:"dropped"` // target-thread updates lost: thread map full
+	Threads int    `json:"threads"`  // entries in the thread map
+	MapFull uint64 `json:"map_full"` // target-thread updates lost: thread map full
 	// Program runs the kernel skipped (recursion on a CPU). Switch counts
 	// stay exact through a skipped run, since they come from the kernel's
 	// counters; times and waits of that switch are lost.
-	Missed uint64 `json:"missed_runs"`
+	Missed uint64 `json:"missed"`
 	// Switch-ins of target threads the programs never saw, summed over
 	// threads (ThreadStats.MissedIns).
 	MissedIns uint64 `json:"missed_switch_ins"`
@@ -207,27 +202,29 @@ type Stats struct {
 
 // Tracer is a loaded and attached scheduler probe.
 type Tracer struct {
-	path     Path
-	fallback string
-	pid      int
-
-	coll    *ebpf.Collection
-	threads *ebpf.Map
-	cpus    *ebpf.Map
-	events  *ringbuf.Reader // nil unless Options.Events
-	progs   []*ebpf.Program
-	links   []link.Link
-
-	mu     sync.Mutex
-	closed bool
+	probes.Common
+	pid    int
+	events bool // the switch stream is on (Options.Events)
 }
 
-// hook is one tracepoint and its program on each path.
-var hooks = []probes.Hook{
-	{Tracepoint: "sched_switch", BTF: "switch_btf", Raw: "switch_raw"},
-	{Tracepoint: "sched_wakeup", BTF: "wakeup_btf", Raw: "wakeup_raw"},
-	{Tracepoint: "sched_wakeup_new", BTF: "wakeup_new_btf", Raw: "wakeup_new_raw"},
-	{Tracepoint: "sched_process_exit", BTF: "exit_btf", Raw: "exit_raw"},
+// paths are the probe's paths in the order Open tries them.
+var paths = []Path{PathBTF, PathRaw}
+
+// hooks are the programs of each path: the same code, compiled for typed
+// tp_btf arguments and for raw_tp's probe reads.
+var hooks = map[Path][]probes.Hook{
+	PathBTF: {
+		{Prog: schedProgSwitchBtf, Tracepoint: "sched_switch", BTF: true},
+		{Prog: schedProgWakeupBtf, Tracepoint: "sched_wakeup", BTF: true},
+		{Prog: schedProgWakeupNewBtf, Tracepoint: "sched_wakeup_new", BTF: true},
+		{Prog: schedProgExitBtf, Tracepoint: "sched_process_exit", BTF: true},
+	},
+	PathRaw: {
+		{Prog: schedProgSwitchRaw, Tracepoint: "sched_switch"},
+		{Prog: schedProgWakeupRaw, Tracepoint: "sched_wakeup"},
+		{Prog: schedProgWakeupNewRaw, Tracepoint: "sched_wakeup_new"},
+		{Prog: schedProgExitRaw, Tracepoint: "sched_process_exit"},
+	},
 }
 
 // Open loads the probe for opts.PID and attaches it. Once Open returns,
@@ -239,28 +236,13 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.MaxThreads < 0 {
 		return nil, fmt.Errorf("sched: MaxThreads must be positive (or 0 for %d), got %d", DefaultMaxThreads, opts.MaxThreads)
 	}
-	switch opts.ForcePath {
-	case PathAuto, PathBTF, PathRaw:
-	default:
-		return nil, fmt.Errorf("sched: unknown probe path %q (want %q or %q)", opts.ForcePath, PathBTF, PathRaw)
-	}
-	if err := probes.Prepare(); err != nil {
-		return nil, err
-	}
-	if opts.ForcePath != PathAuto {
-		return open(opts, opts.ForcePath)
-	}
-	t, fallback, err := probes.TryPaths(func(btf bool) (*Tracer, error) {
-		if btf {
-			return open(opts, PathBTF)
-		}
-		return open(opts, PathRaw)
+	c, err := probes.Open("sched", opts.Path, paths, func(path Path) (*probes.Probe, error) {
+		return open(opts, path)
 	})
 	if err != nil {
 		return nil, err
 	}
-	t.fallback = fallback
-	return t, nil
+	return &Tracer{Common: c, pid: opts.PID, events: opts.Events}, nil
 }
 
 // checkTarget refuses a pid the kernel-side filter could never match: none,
@@ -285,75 +267,50 @@ func checkTarget(pid int) error {
 	return nil
 }
 
-func open(opts Options, path Path) (*Tracer, error) {
+func open(opts Options, path Path) (*probes.Probe, error) {
 	spec, err := loadSched()
 	if err != nil {
 		return nil, fmt.Errorf("sched: loading the embedded BPF object: %w", err)
 	}
-	if err := spec.Variables["targ_tgid"].Set(uint32(opts.PID)); err != nil {
-		return nil, fmt.Errorf("sched: %w", err)
-	}
 	if opts.MaxThreads > 0 {
-		spec.Maps["threads"].MaxEntries = uint32(opts.MaxThreads)
+		spec.Maps[schedMapThreads].MaxEntries = uint32(opts.MaxThreads)
 	}
-	if opts.RingSize > 0 {
-		spec.Maps["switches"].MaxEntries = uint32(opts.RingSize)
+	err = probes.SetVars(spec, map[string]any{schedVarTargTgid: uint32(opts.PID), schedVarEmitEvents: opts.Events})
+	if err == nil {
+		err = probes.SizeRing(spec, schedMapSwitches, opts.RingSize)
 	}
-	if err := spec.Variables["emit_events"].Set(opts.Events); err != nil {
-		return nil, fmt.Errorf("sched: %w", err)
-	}
-	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["switches"].MaxEntries / 8)); err != nil {
-		return nil, fmt.Errorf("sched: %w", err)
-	}
-	probes.KeepPath(spec, hooks, path == PathBTF)
-	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sched (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
+		return nil, fmt.Errorf("sched: %w", err)
 	}
-	t := &Tracer{path: path, pid: opts.PID, coll: coll, threads: coll.Maps["threads"], cpus: coll.Maps["cpus"]}
+	o := probes.Object{Name: "sched", Path: string(path), Hooks: hooks[path]}
 	if opts.Events {
-		if t.events, err = ringbuf.NewReader(coll.Maps["switches"]); err != nil {
-			coll.Close()
-			return nil, fmt.Errorf("sched: ring buffer reader: %w", err)
-		}
+		o.Ring = schedMapSwitches
 	}
-	if t.progs, t.links, err = probes.AttachHooks(coll, hooks, path == PathBTF); err != nil {
-		t.Close()
-		return nil, err
-	}
-	return t, nil
+	return probes.LoadAttached(spec, o)
 }
-
-// Path reports the hook type the probe runs on: "tp_btf" or "raw_tp".
-func (t *Tracer) Path() string { return string(t.path) }
-
-// FallbackReason says why tp_btf was not used when Path is raw_tp without
-// having been forced; empty otherwise.
-func (t *Tracer) FallbackReason() string { return t.fallback }
 
 // PID is the target process.
 func (t *Tracer) PID() int { return t.pid }
 
-var errClosed = errors.New("sched: tracer is closed")
-
 // Threads reads every target thread seen since Open, exited ones included.
 func (t *Tracer) Threads() (map[int]ThreadStats, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errClosed
-	}
 	out := map[int]ThreadStats{}
-	var (
-		tid uint32
-		v   schedThreadStats
-	)
-	it := t.threads.Iterate()
-	for it.Next(&tid, &v) {
-		out[int(tid)] = decodeThread(&v)
-	}
-	if err := it.Err(); err != nil {
-		return nil, fmt.Errorf("sched: reading the thread map: %w", err)
+	err := t.Probe.Locked(func() error {
+		var (
+			tid uint32
+			v   schedThreadStats
+		)
+		it := t.Probe.Map(schedMapThreads).Iterate()
+		for it.Next(&tid, &v) {
+			out[int(tid)] = decodeThread(&v)
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("sched: reading the thread map: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -395,19 +352,20 @@ func decodeThread(v *schedThreadStats) ThreadStats {
 
 // CPUStats reads every possible CPU's counters, indexed by CPU number.
 func (t *Tracer) CPUStats() ([]CPUStats, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil, errClosed
-	}
 	var per []schedCpuStats
-	if err := t.cpus.Lookup(uint32(0), &per); err != nil {
-		return nil, fmt.Errorf("sched: reading per-CPU counters: %w", err)
+	err := t.Probe.Locked(func() error {
+		if err := t.Probe.Map(schedMapCpus).Lookup(uint32(0), &per); err != nil {
+			return fmt.Errorf("sched: reading per-CPU counters: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := make([]CPUStats, len(per))
 	for i, c := range per {
-		out[i] = CPUStats{Switches: c.Switches, TargetOut: c.TargetOut, TargetIn: c.TargetIn, Dropped: c.Dropped,
-			Events: c.Events, EventsDropped: c.EventsDropped}
+		out[i] = CPUStats{Switches: c.Switches, TargetOut: c.TargetOut, TargetIn: c.TargetIn, MapFull: c.Dropped,
+			Events: c.Events, Dropped: c.EventsDropped}
 	}
 	return out, nil
 }
@@ -455,30 +413,10 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.MissedIns += th.MissedIns
 	}
 	for _, c := range cs {
-		s.Dropped += c.Dropped
+		s.MapFull += c.MapFull
 	}
-	s.Missed += probes.RecursionMisses(t.progs)
+	s.Missed = t.Probe.Missed()
 	return s, nil
-}
-
-// Close detaches the probe and frees its kernel objects, the counters
-// included.
-func (t *Tracer) Close() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return nil
-	}
-	t.closed = true
-	var errs []error
-	if t.events != nil {
-		t.events.Close()
-	}
-	for _, l := range t.links {
-		errs = append(errs, l.Close())
-	}
-	t.coll.Close()
-	return errors.Join(errs...)
 }
 
 // ReadSwitches delivers the target's context switches, in ring-buffer order
@@ -490,18 +428,14 @@ func (t *Tracer) Close() error {
 // idle, if not nil, is called with the time whenever the stream was found
 // drained: every switch before then has been delivered.
 func (t *Tracer) ReadSwitches(ctx context.Context, fn func(Switch), idle func(now int64)) error {
-	if t.events == nil {
+	if !t.events {
 		return errors.New("sched: the switch stream is off (Options.Events)")
 	}
-	err := probes.ReadRing(ctx, t.events, probes.RingHandlers{Idle: idle, Record: func(raw []byte) {
+	return t.Probe.ReadRing(ctx, probes.RingHandlers{Idle: idle, Record: func(raw []byte) {
 		if len(raw) < int(unsafe.Sizeof(schedSchedEvent{})) {
 			return
 		}
 		ev := (*schedSchedEvent)(unsafe.Pointer(&raw[0]))
 		fn(Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu})
 	}})
-	if err != nil {
-		return fmt.Errorf("sched: %w", err)
-	}
-	return nil
 }

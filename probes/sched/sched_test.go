@@ -37,8 +37,8 @@ func openTracer(t testing.TB, opts Options) *Tracer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
-	if opts.ForcePath != PathAuto && tr.Path() != string(opts.ForcePath) {
-		t.Fatalf("Path() = %q, forced %q", tr.Path(), opts.ForcePath)
+	if opts.Path != PathAuto && tr.Path() != string(opts.Path) {
+		t.Fatalf("Path() = %q, forced %q", tr.Path(), opts.Path)
 	}
 	return tr
 }
@@ -225,7 +225,7 @@ func TestPingPongMatchesProc(t *testing.T) {
 		t.Run(string(path), func(t *testing.T) {
 			c := startChild(t, "pingpong", fmt.Sprintf("%s=%d", roundsEnv, rounds))
 			ab := c.expect(t, "ready")
-			tr := openTracer(t, Options{PID: c.pid, ForcePath: path})
+			tr := openTracer(t, Options{PID: c.pid, Path: path})
 			t.Logf("path %s", tr.Path())
 
 			s0 := stableSample(t, tr, c.pid)
@@ -333,7 +333,7 @@ func checkHealth(t *testing.T, tr *Tracer) {
 		t.Fatal(err)
 	}
 	t.Logf("probe health: %+v", st)
-	if st.Dropped != 0 || st.Missed != 0 {
+	if st.MapFull != 0 || st.Missed != 0 {
 		t.Errorf("probe lost data: %+v", st)
 	}
 }
@@ -681,7 +681,7 @@ func TestOpenRejectsBadTargets(t *testing.T) {
 		{Options{PID: -5}, "pid must be positive"},
 		{Options{PID: 1 << 30}, "no process"},
 		{Options{PID: tid}, "is a thread of process"},
-		{Options{PID: os.Getpid(), ForcePath: "kprobe"}, "unknown probe path"},
+		{Options{PID: os.Getpid(), Path: "kprobe"}, "unknown probe path"},
 		{Options{PID: os.Getpid(), MaxThreads: -1}, "MaxThreads"},
 	}
 	for _, c := range cases {
@@ -712,10 +712,10 @@ func TestClosedTracer(t *testing.T) {
 	if err := tr.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := tr.Threads(); !errors.Is(err, errClosed) {
+	if _, err := tr.Threads(); !errors.Is(err, probes.ErrClosed) {
 		t.Fatalf("Threads after Close: %v", err)
 	}
-	if _, err := tr.CPUSwitches(); !errors.Is(err, errClosed) {
+	if _, err := tr.CPUSwitches(); !errors.Is(err, probes.ErrClosed) {
 		t.Fatalf("CPUSwitches after Close: %v", err)
 	}
 }

@@ -2,11 +2,9 @@ package sched
 
 import (
 	"context"
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -16,17 +14,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/brokertrace/brokertrace/source"
-
 	"github.com/HdrHistogram/hdrhistogram-go"
 
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/source"
 )
 
 // Files the scheduler source writes into a recording.
 const (
-	SchedFile   = "sched.csv"
-	ThreadsFile = "threads.csv"
+	SchedFile   = recfile.SchedFile
+	ThreadsFile = recfile.ThreadsFile
 )
 
 // sealLag is how far behind the drained time switches are merged: ring
@@ -181,7 +179,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	meta.Stats, _ = s.tr.Stats()
 	for _, c := range last.CPUs {
 		meta.Events += c.Events
-		meta.EventsDropped += c.EventsDropped
+		meta.EventsDropped += c.Dropped
 	}
 	meta.SwitchesCPUs = s.cpuSwitches(first, last)
 	s.tl.seal(math.MaxInt64)
@@ -217,8 +215,8 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	if s.snapErrs > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d windows could not be sampled", s.snapErrs))
 	}
-	if meta.Stats.Dropped > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d thread updates lost: the thread map was full", meta.Stats.Dropped))
+	if meta.Stats.MapFull > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d thread updates lost: the thread map was full", meta.Stats.MapFull))
 	}
 	return res, nil
 }
@@ -246,31 +244,51 @@ func threadDeltas(a, b Snapshot) []ThreadStats {
 }
 
 func (s *Source) writeSched(tl *source.Timeline) error {
-	return writeCSV(filepath.Join(s.env.Out, SchedFile), []string{
-		"t_start_ns", "t_end_ns", "msgs_in", "msgs_out",
-		"switches_voluntary", "switches_involuntary", "switches_target", "switches_cpus",
-		"switches_per_msg_target", "switches_per_msg_cpus", "oncpu_ns", "oncpu_ns_per_msg",
-	}, func(emit func(...string)) {
-		for i := 1; i < len(s.samples); i++ {
-			a, b := s.samples[i-1], s.samples[i]
-			var vol, invol, on uint64
-			for _, t := range threadDeltas(a, b) {
-				vol += t.Voluntary
-				invol += t.Involuntary
-				on += t.OnCPUNs
-			}
-			cpus := s.cpuSwitches(a, b)
-			in, out := tl.InBetween(a.End, b.End), tl.OutBetween(a.End, b.End)
-			emit(i64(a.End), i64(b.End), strconv.Itoa(in), strconv.Itoa(out),
-				u64(vol), u64(invol), u64(vol+invol), u64(cpus),
-				ratio(float64(vol+invol), in), ratio(float64(cpus), in), u64(on), ratio(float64(on), in))
+	rows := make([]recfile.SchedRow, 0, len(s.samples))
+	for i := 1; i < len(s.samples); i++ {
+		a, b := s.samples[i-1], s.samples[i]
+		var vol, invol, on uint64
+		for _, t := range threadDeltas(a, b) {
+			vol += t.Voluntary
+			invol += t.Involuntary
+			on += t.OnCPUNs
 		}
-	})
+		cpus := s.cpuSwitches(a, b)
+		in := tl.InBetween(a.End, b.End)
+		rows = append(rows, recfile.SchedRow{
+			TStart: a.End, TEnd: b.End, MsgsIn: in, MsgsOut: tl.OutBetween(a.End, b.End),
+			Voluntary: vol, Involuntary: invol, SwitchesTarget: vol + invol, SwitchesCPUs: cpus,
+			SwitchesPerMsg: ratio(vol+invol, in), SwitchesPerMsgCPUs: ratio(cpus, in),
+			OnCPUNs: on, OnCPUNsPerMsg: ratio(on, in),
+		})
+	}
+	return recfile.WriteTable(s.env.Out, recfile.SchedFile, rows)
 }
 
 func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error {
-	// Each thread's CPU per message entering the broker, window by window:
-	// the distribution, not only the mean.
+	perMsg := s.cpuPerMsg(tl)
+	rows := make([]recfile.ThreadRow, len(threads))
+	for i, t := range threads {
+		r := &rows[i]
+		*r = recfile.ThreadRow{
+			TID: t.TID, Comm: t.Comm, Voluntary: t.Voluntary, Involuntary: t.Involuntary,
+			OnCPUNs: t.OnCPUNs, CPUNs: t.CPUNs, RunqWaitNs: t.WaitNs + t.PreemptWaitNs,
+			MessagesRead: s.read[uint32(t.TID)], MessagesWrit: s.written[uint32(t.TID)],
+			CPUNsPerMsg: ratio(t.CPUNs, len(tl.In)),
+		}
+		if h := perMsg[t.TID]; h != nil && h.TotalCount() > 0 {
+			p50, p90, p99 := h.ValueAtQuantile(50), h.ValueAtQuantile(90), h.ValueAtQuantile(99)
+			r.CPUNsPerMsgP50, r.CPUNsPerMsgP90, r.CPUNsPerMsgP99 = &p50, &p90, &p99
+			r.Windows = h.TotalCount()
+		}
+	}
+	return recfile.WriteTable(s.env.Out, recfile.ThreadsFile, rows)
+}
+
+// cpuPerMsg is each thread's CPU per message entering the broker, window
+// by window: the distribution, not only the mean. Windows without messages
+// are left out.
+func (s *Source) cpuPerMsg(tl *source.Timeline) map[int]*hdrhistogram.Histogram {
 	perMsg := map[int]*hdrhistogram.Histogram{}
 	for i := 1; i < len(s.samples); i++ {
 		a, b := s.samples[i-1], s.samples[i]
@@ -287,51 +305,15 @@ func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error 
 			h.RecordValue(max(int64(t.Sub(a.Threads[tid]).CPUNs)/int64(in), 0))
 		}
 	}
-	total := len(tl.In)
-	return writeCSV(filepath.Join(s.env.Out, ThreadsFile), []string{
-		"tid", "comm", "switches_voluntary", "switches_involuntary", "oncpu_ns", "cpu_ns", "runq_wait_ns",
-		"messages_read", "messages_written", "cpu_ns_per_msg", "cpu_ns_per_msg_p50", "cpu_ns_per_msg_p90",
-		"cpu_ns_per_msg_p99", "windows",
-	}, func(emit func(...string)) {
-		for _, t := range threads {
-			h := perMsg[t.TID]
-			p50, p90, p99, n := "", "", "", "0"
-			if h != nil && h.TotalCount() > 0 {
-				p50, p90, p99 = i64(h.ValueAtQuantile(50)), i64(h.ValueAtQuantile(90)), i64(h.ValueAtQuantile(99))
-				n = i64(h.TotalCount())
-			}
-			emit(strconv.Itoa(t.TID), t.Comm, u64(t.Voluntary), u64(t.Involuntary), u64(t.OnCPUNs), u64(t.CPUNs),
-				u64(t.WaitNs+t.PreemptWaitNs), strconv.Itoa(s.read[uint32(t.TID)]), strconv.Itoa(s.written[uint32(t.TID)]),
-				ratio(float64(t.CPUNs), total), p50, p90, p99, n)
-		}
-	})
+	return perMsg
 }
 
-func writeCSV(path string, header []string, rows func(emit func(...string))) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := csv.NewWriter(f)
-	w.Write(header)
-	rows(func(v ...string) { w.Write(v) })
-	w.Flush()
-	if err := w.Error(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func i64(v int64) string  { return strconv.FormatInt(v, 10) }
-func u64(v uint64) string { return strconv.FormatUint(v, 10) }
-
-// ratio formats x/n, empty when n is 0.
-func ratio(x float64, n int) string {
+// ratio is x/n, NaN (an empty field) when n is 0.
+func ratio(x uint64, n int) float64 {
 	if n == 0 {
-		return ""
+		return math.NaN()
 	}
-	return strconv.FormatFloat(x/float64(n), 'f', 3, 64)
+	return float64(x) / float64(n)
 }
 
 // allowedCPUs reads the target's affinity (Cpus_allowed_list), all CPUs

@@ -10,17 +10,26 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/probes"
 )
 
 // The benchmarks print, for every figure, the floor measured in the same
 // run: the same system calls with no program, and with an empty program on
 // the same hook. Program run time per call comes from the kernel's own BPF
 // statistics (BPF_STATS_RUN_TIME), which exclude the benchmark's loop.
+
+// floorHooks are the empty programs of each path, on the path's hooks.
+var floorHooks = map[Path][]probes.Hook{
+	PathSock: {
+		{Prog: sockioProgFloorSockRecv, Tracepoint: "sock_recv_length", BTF: true},
+		{Prog: sockioProgFloorSockSend, Tracepoint: "sock_send_length", BTF: true},
+	},
+	PathSyscalls: {{Prog: sockioProgFloorSysExit, Tracepoint: "sys_exit"}},
+}
 
 // floor attaches the empty programs of a path and returns a detach func.
 func floor(b *testing.B, path Path) (progs []*ebpf.Program, detach func()) {
@@ -29,32 +38,14 @@ func floor(b *testing.B, path Path) (progs []*ebpf.Program, detach func()) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	names := map[Path][]string{PathSock: {"floor_sock_recv", "floor_sock_send"}, PathSyscalls: {"floor_sys_exit"}}[path]
-	for n := range spec.Programs {
-		if !contains(names, n) {
-			delete(spec.Programs, n)
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
+	p, err := probes.Load(spec, probes.Object{Name: "floor", Path: string(path), Hooks: floorHooks[path]})
 	if err != nil {
 		b.Fatal(err)
 	}
-	var links []link.Link
-	for _, n := range names {
-		p := coll.Programs[n]
-		l, err := attach(path, p)
-		if err != nil {
-			b.Fatal(err)
-		}
-		links = append(links, l)
-		progs = append(progs, p)
+	if err := p.Attach(); err != nil {
+		b.Fatal(err)
 	}
-	return progs, func() {
-		for _, l := range links {
-			l.Close()
-		}
-		coll.Close()
-	}
+	return p.Programs(), func() { p.Close() }
 }
 
 // runStats sums run time and count of programs.
@@ -161,7 +152,7 @@ func BenchmarkSocketCall(b *testing.B) {
 					defer tr.Close()
 					ctx, cancel := context.WithCancel(context.Background())
 					go tr.Read(ctx, func(*events.IO) {})
-					writeLoop(b, payload(size, kind), tr.progs)
+					writeLoop(b, payload(size, kind), tr.Probe.Programs())
 					cancel()
 					if st, _ := tr.Stats(); st.DroppedEvents != 0 {
 						b.Errorf("dropped %d events", st.DroppedEvents)
@@ -193,7 +184,7 @@ func BenchmarkScan(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer tr.Close()
-			writeLoop(b, payload(size, kind), tr.progs)
+			writeLoop(b, payload(size, kind), tr.Probe.Programs())
 			st, _ := tr.Stats()
 			if st.FaultBytes != [2]uint64{} || st.Unscanned != [2]uint64{} {
 				b.Errorf("not all bytes scanned: %+v", st)

@@ -7,12 +7,7 @@ package sockio
 import (
 	"context"
 	"fmt"
-	"sync"
 	"unsafe"
-
-	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/ringbuf"
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/probes"
@@ -34,7 +29,8 @@ const (
 	PathSyscalls Path = "syscalls"
 )
 
-// Options configure a Tracer.
+// Options configure a Tracer; the field names are those of every loader
+// (see package probes).
 type Options struct {
 	PID       int  // target process (tgid)
 	Path      Path // hooks; PathAuto by default
@@ -51,15 +47,21 @@ type Stats = recfile.SocketCounters
 
 // Tracer is a loaded and attached socket-I/O probe.
 type Tracer struct {
-	path  Path
-	objs  sockioObjects
-	progs []*ebpf.Program
-	links []link.Link
-	rd    *ringbuf.Reader
+	probes.Common
+}
 
-	closeOnce sync.Once
-	detached  bool
-	mu        sync.Mutex
+// paths are the probe's paths in the order Open tries them: a kernel whose
+// BTF names the sock tracepoints may still refuse their programs (an older
+// verifier); the syscall path is the fallback.
+var paths = []Path{PathSock, PathSyscalls}
+
+// hooks are the programs of each path.
+var hooks = map[Path][]probes.Hook{
+	PathSock: {
+		{Prog: sockioProgSockRecv, Tracepoint: "sock_recv_length", BTF: true},
+		{Prog: sockioProgSockSend, Tracepoint: "sock_send_length", BTF: true},
+	},
+	PathSyscalls: {{Prog: sockioProgSysExit, Tracepoint: "sys_exit"}},
 }
 
 // Open loads the probe for opts.PID and attaches it. Once Open returns,
@@ -68,26 +70,19 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.PID <= 0 {
 		return nil, fmt.Errorf("sockio: pid must be positive, got %d", opts.PID)
 	}
-	if err := probes.Prepare(); err != nil {
+	c, err := probes.Open("sockio", opts.Path, paths, func(path Path) (*probes.Probe, error) {
+		return open(opts, path)
+	})
+	if err != nil {
 		return nil, err
 	}
-	path := opts.Path
-	if path == PathAuto {
-		path = PathSyscalls
-		if probes.HasTracepoint("sock_recv_length") && probes.HasTracepoint("sock_send_length") {
-			path = PathSock
-		}
-	}
-	t, err := open(opts, path)
-	if err != nil && opts.Path == PathAuto && path == PathSock {
-		// A kernel whose BTF names the tracepoints may still refuse the
-		// programs (an older verifier); the syscall path is the fallback.
-		t, err = open(opts, PathSyscalls)
-	}
-	return t, err
+	return &Tracer{Common: c}, nil
 }
 
-func open(opts Options, path Path) (*Tracer, error) {
+func open(opts Options, path Path) (*probes.Probe, error) {
+	if path == PathSock && !(probes.HasTracepoint("sock_recv_length") && probes.HasTracepoint("sock_send_length")) {
+		return nil, fmt.Errorf("%w: sockio: no sock:sock_recv_length and sock_send_length (Linux 6.3+)", probes.ErrKernel)
+	}
 	spec, err := loadSockio()
 	if err != nil {
 		return nil, fmt.Errorf("sockio: loading the embedded BPF object: %w", err)
@@ -96,111 +91,14 @@ func open(opts Options, path Path) (*Tracer, error) {
 	if limit <= 0 {
 		limit = DefaultScanLimit
 	}
-	if err := spec.Variables["targ_tgid"].Set(uint32(opts.PID)); err != nil {
-		return nil, fmt.Errorf("sockio: %w", err)
+	err = probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(opts.PID), sockioVarScanLimit: uint32(limit)})
+	if err == nil {
+		err = probes.SizeRing(spec, sockioMapEvents, opts.RingSize)
 	}
-	if err := spec.Variables["scan_limit"].Set(uint32(limit)); err != nil {
-		return nil, fmt.Errorf("sockio: %w", err)
-	}
-	if opts.RingSize > 0 {
-		spec.Maps["events"].MaxEntries = uint32(opts.RingSize)
-	}
-	// Wake the reader when an eighth of the ring is full; it polls every
-	// probes.RingPoll otherwise.
-	if err := spec.Variables["wakeup_bytes"].Set(uint64(spec.Maps["events"].MaxEntries / 8)); err != nil {
-		return nil, fmt.Errorf("sockio: %w", err)
-	}
-
-	t := &Tracer{path: path}
-	var names []string
-	switch path {
-	case PathSock:
-		names = []string{"sock_recv", "sock_send"}
-	case PathSyscalls:
-		names = []string{"sys_exit"}
-	default:
-		return nil, fmt.Errorf("sockio: unknown probe path %q (want %q or %q)", path, PathSock, PathSyscalls)
-	}
-	// Load only the programs this path needs: the other path's programs may
-	// not verify on this kernel.
-	for name := range spec.Programs {
-		if !contains(names, name) {
-			delete(spec.Programs, name)
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w: sockio (%s path): %v", probes.ErrKernel, path, probes.VerifierSummary(err))
+		return nil, fmt.Errorf("sockio: %w", err)
 	}
-	t.objs.Carries = coll.Maps["carries"]
-	t.objs.Events = coll.Maps["events"]
-	t.objs.Scratch = coll.Maps["scratch"]
-	t.objs.Stats = coll.Maps["stats"]
-	for _, n := range names {
-		t.progs = append(t.progs, coll.Programs[n])
-	}
-
-	t.rd, err = ringbuf.NewReader(t.objs.Events)
-	if err != nil {
-		coll.Close()
-		return nil, fmt.Errorf("sockio: ring buffer reader: %w", err)
-	}
-	for i, p := range t.progs {
-		l, err := attach(path, p)
-		if err != nil {
-			t.rd.Close()
-			for _, l := range t.links {
-				l.Close()
-			}
-			coll.Close()
-			return nil, fmt.Errorf("%w: attaching %s: %v", probes.ErrKernel, names[i], err)
-		}
-		t.links = append(t.links, l)
-	}
-	return t, nil
-}
-
-// attach links a program of the path to its hook.
-func attach(path Path, p *ebpf.Program) (link.Link, error) {
-	return probes.Attach(p, path == PathSock, "sys_exit")
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// Path reports which hooks are in use.
-func (t *Tracer) Path() Path { return t.path }
-
-// Hooks names the kernel hooks of the path, for meta data.
-func (t *Tracer) Hooks() []string {
-	if t.path == PathSock {
-		return []string{"tp_btf/sock_recv_length", "tp_btf/sock_send_length"}
-	}
-	return []string{"raw_tp/sys_exit"}
-}
-
-// Detach stops tracing: no new events are produced once it returns. Events
-// already in the ring buffer are still delivered by Read.
-func (t *Tracer) Detach() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.detached {
-		return nil
-	}
-	t.detached = true
-	var first error
-	for _, l := range t.links {
-		if err := l.Close(); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
+	return probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: hooks[path], Ring: sockioMapEvents})
 }
 
 // Read delivers events to fn until ctx ends; then it detaches the probe and
@@ -210,7 +108,7 @@ func (t *Tracer) Detach() error {
 func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
 	var io events.IO
 	io.Markers = make([]events.Marker, 0, maxMarkers)
-	err := probes.ReadRing(ctx, t.rd, probes.RingHandlers{
+	return t.Probe.ReadRing(ctx, probes.RingHandlers{
 		Stop: func() { t.Detach() },
 		Record: func(raw []byte) {
 			if decode(raw, &io) {
@@ -218,10 +116,6 @@ func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
 			}
 		},
 	})
-	if err != nil {
-		return fmt.Errorf("sockio: %w", err)
-	}
-	return nil
 }
 
 const (
@@ -264,12 +158,13 @@ func decode(raw []byte, io *events.IO) bool {
 // Stats reads the probe's counters.
 func (t *Tracer) Stats() (Stats, error) {
 	var per []sockioBtStats
-	if err := t.objs.Stats.Lookup(uint32(0), &per); err != nil {
-		return Stats{}, fmt.Errorf("sockio: reading counters: %w", err)
-	}
 	var s Stats
+	err := t.Probe.Locked(func() error { return t.Probe.Map(sockioMapStats).Lookup(uint32(0), &per) })
+	if err != nil {
+		return s, fmt.Errorf("sockio: reading counters: %w", err)
+	}
 	for _, c := range per {
-		for d := 0; d < 2; d++ {
+		for d := range 2 {
 			s.Calls[d] += c.Calls[d]
 			s.Bytes[d] += c.Bytes[d]
 			s.Scanned[d] += c.Scanned[d]
@@ -284,20 +179,6 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.DroppedEvents += c.DroppedEvents
 		s.DroppedMarkers += c.DroppedMarkers
 	}
-	s.Missed += probes.RecursionMisses(t.progs)
+	s.Missed = t.Probe.Missed()
 	return s, nil
-}
-
-// Close detaches the probe and frees its kernel objects.
-func (t *Tracer) Close() error {
-	var err error
-	t.closeOnce.Do(func() {
-		t.Detach()
-		t.rd.Close()
-		for _, p := range t.progs {
-			p.Close()
-		}
-		err = t.objs.sockioMaps.Close()
-	})
-	return err
 }

@@ -28,8 +28,6 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-var paths = []Path{PathSock, PathSyscalls}
-
 // collector runs a Tracer's Read loop and keeps copies of the events.
 type collector struct {
 	tr     *Tracer

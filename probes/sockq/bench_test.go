@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/probes"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
@@ -95,7 +96,7 @@ func probeVariant(b *testing.B, name string, path Path, ports []uint16) *benchVa
 		close(done)
 	}()
 	b.Cleanup(func() { cancel(); <-done; tr.Close() })
-	return &benchVariant{name: name, prog: tr.progs[0]}
+	return &benchVariant{name: name, prog: tr.Probe.Programs()[0]}
 }
 
 // floorVariant loads the empty program of the path's hook.
@@ -104,18 +105,14 @@ func floorVariant(b *testing.B, path Path) *benchVariant {
 	if err != nil {
 		b.Fatal(err)
 	}
-	name := "floor_" + string(path)
-	for n := range spec.Programs {
-		if n != name {
-			delete(spec.Programs, n)
-		}
-	}
-	coll, err := ebpf.NewCollection(spec)
+	h := hooks[path][0]
+	h.Prog = "floor_" + string(path)
+	p, err := probes.Load(spec, probes.Object{Name: "floor", Path: string(path), Hooks: []probes.Hook{h}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { coll.Close() })
-	return &benchVariant{name: "floor", prog: coll.Programs[name]}
+	b.Cleanup(func() { p.Close() })
+	return &benchVariant{name: "floor", prog: p.Programs()[0]}
 }
 
 func benchReceive(b *testing.B, path Path) {

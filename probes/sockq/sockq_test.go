@@ -29,8 +29,6 @@ func requireRoot(t testing.TB) {
 	}
 }
 
-var paths = []Path{PathDataReady, PathTCPProbe}
-
 // sampler runs a Tracer's Read loop and keeps the samples.
 type sampler struct {
 	tr      *Tracer
@@ -138,7 +136,7 @@ func TestSamplesMatchReads(t *testing.T) {
 			requireRoot(t)
 			ln, port := listener(t)
 			sq := startSampler(t, Options{Ports: []uint16{port}, Path: path})
-			if sq.tr.Path() != path {
+			if sq.tr.Path() != string(path) {
 				t.Fatalf("path %q, want %q", sq.tr.Path(), path)
 			}
 			io := startIO(t)

@@ -12,75 +12,12 @@ import (
 	"gonum.org/v1/plot/vg"
 
 	"github.com/brokertrace/brokertrace/analysis"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
-func (w *writer) throughputFigure(ser *Series, s analysis.Series, name string) (*figure, error) {
-	if ser == nil || s.Len() <= w.window {
-		return nil, errNoFigure
-	}
-	so, err := analysis.SenderOverheadNs(s, w.window)
-	if err != nil {
-		return nil, err
-	}
-	ro, err := analysis.ReceiverOverheadNs(s, w.window)
-	if err != nil {
-		return nil, err
-	}
-	st, rt := analysis.ThroughputPerSec(so), analysis.ThroughputPerSec(ro)
-	n := make([]float64, len(st))
-	for i := range n {
-		n[i] = float64(i + w.window)
-	}
-	a := ser.Analysis
-	sender, receiver := "sender", "receiver"
-	if ser.Name == "broker" {
-		sender, receiver = "into the broker (reads)", "out of the broker (writes)"
-	}
-	f := newFigure(name, fmt.Sprintf("Throughput per message, %s (window M = %d)", ser.Name, w.window))
-	f.p = newPlot(f.title, "message number n", "throughput (msg/s)", false)
-	var bucket int
-	for _, c := range []struct {
-		ys    []float64
-		col   color.RGBA
-		label string
-	}{{st, colST, "ST_n " + sender}, {rt, colRT, "RT_n " + receiver}} {
-		var pts plotter.XYs
-		pts, bucket = decimate(len(c.ys), func(i int) float64 { return n[i] }, func(i int) float64 { return c.ys[i] }, w.maxPoints, false)
-		if err := addLine(f.p, pts, c.col, c.label, false); err != nil {
-			return nil, err
-		}
-	}
-	// A few near-simultaneous windows can make a rate thousands of times
-	// the usual; cut the axis then, and say so.
-	p99 := max(a.SenderThroughputPerSec.Percentile(99), a.ReceiverThroughputPerSec.Percentile(99))
-	top := max(a.SenderThroughputPerSec.Max, a.ReceiverThroughputPerSec.Max)
-	var set []string
-	cut := ""
-	if top > 5*p99 && p99 > 0 {
-		f.p.Y.Min, f.p.Y.Max = 0, 2*p99
-		set = append(set, fmt.Sprintf("set yrange [0:%g]", 2*p99))
-		above := 0
-		for i := range st {
-			if st[i] > 2*p99 || rt[i] > 2*p99 {
-				above++
-			}
-		}
-		cut = fmt.Sprintf(" The axis is cut at %s (twice the p99): %s messages have a higher rate, up to %s.", fmtRate(2*p99), fmtCount(above), fmtRate(top))
-	}
-	if err := w.dat(name, func(wr io.Writer) error {
-		return analysis.WriteColumnsDat(wr, []string{"n", "st_per_s", "rt_per_s"}, n, st, rt)
-	}); err != nil {
-		return nil, err
-	}
-	f.gp = gnuplot{title: f.title, xlabel: f.p.X.Label.Text, ylabel: f.p.Y.Label.Text, set: set, plots: []string{
-		fmt.Sprintf(`%s using 1:2 with lines lc rgb "%s" title "ST_n %s"`, gpString(name+".dat"), hexColor(colST), sender),
-		fmt.Sprintf(`"" using 1:3 with lines lc rgb "%s" title "RT_n %s"`, hexColor(colRT), receiver),
-	}}
-	f.caption = fmt.Sprintf("ST_n = M / (O_n − O_{n−M}) and RT_n = M / (I_n − I_{n−M}) with M = %d (%s), for n ≥ M. Medians: ST %s, RT %s. Where RT stays below ST, messages queue up and the latency rises: RO_n − SO_n = (L_n − L_{n−M}) / M (checked on this data: largest deviation %s ns).%s",
-		w.window, ser.From, fmtRate(a.SenderThroughputPerSec.Median), fmtRate(a.ReceiverThroughputPerSec.Median), fmtNum(a.Identity.MaxAbsDevNs, 6), cut)
-	f.caption += decimationNote(len(st), bucket)
-	return f, nil
-}
+// The figures of what the recording's sources add: per-message context
+// switches and socket-queue wait, per-window switches, CPU and packets,
+// CPU per message and per thread, packet sizes and segments per skb.
 
 // perMessage draws one value per message of the broker series (NaN:
 // unknown), writes its .dat, and returns the figure and the drawn
@@ -146,19 +83,18 @@ func (w *writer) ctxswMsgFigure(r *Run, name string) (*figure, error) {
 	return f, nil
 }
 
-// windowX is the middle of each window in s since the recording started.
-func (r *Run) windowX(t *table) []float64 {
-	x := make([]float64, t.rows)
-	a, b := t.col("t_start_ns"), t.col("t_end_ns")
+// windowX is the middle of each window [a, b) in s since the recording
+// started.
+func (r *Run) windowX(a, b []float64) []float64 {
+	x := make([]float64, len(a))
 	for i := range x {
 		x[i] = ((a[i]+b[i])/2 - float64(r.rec.meta.StartNs)) / 1e9
 	}
 	return x
 }
 
-// windowsFigure draws per-window columns against time.
-func (w *writer) windowsFigure(r *Run, t *table, name, title, ylabel string, curves []windowCurve) (*figure, error) {
-	x := r.windowX(t)
+// windowsFigure draws per-window columns against time (x from windowX).
+func (w *writer) windowsFigure(x []float64, name, title, ylabel string, curves []windowCurve) (*figure, error) {
 	f := newFigure(name, title)
 	f.p = newPlot(title, "time since the recording started (s)", ylabel, false)
 	names := []string{"t_s"}
@@ -210,18 +146,21 @@ func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
 		return nil, errNoFigure
 	}
 	t := r.rec.sched
-	if t == nil || t.rows == 0 {
+	if t == nil || len(t.rows) == 0 {
 		return nil, errNoFigure
 	}
-	a, b, in := t.col("switches_target"), t.col("switches_cpus"), t.col("msgs_in")
-	pa, pb := make([]float64, t.rows), make([]float64, t.rows)
+	a := column(t.rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesTarget })
+	b := column(t.rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesCPUs })
+	in := column(t.rows, func(w *recfile.SchedRow) int { return w.MsgsIn })
+	pa, pb := make([]float64, len(t.rows)), make([]float64, len(t.rows))
 	for i := range pa {
 		pa[i], pb[i] = a[i]/in[i], b[i]/in[i] // NaN or Inf with no message: not drawn
 		if in[i] == 0 {
 			pa[i], pb[i] = math.NaN(), math.NaN()
 		}
 	}
-	f, err := w.windowsFigure(r, t, name, "Context switches per message entering the broker, per window", "switches per message", []windowCurve{
+	x := r.windowX(column(t.rows, func(w *recfile.SchedRow) int64 { return w.TStart }), column(t.rows, func(w *recfile.SchedRow) int64 { return w.TEnd }))
+	f, err := w.windowsFigure(x, name, "Context switches per message entering the broker, per window", "switches per message", []windowCurve{
 		{"switches_per_msg_target", "(a) out of the broker's threads", pa, colBroker, false},
 		{"switches_per_msg_cpus", "(b) all switches on the broker's CPUs", pb, colGrey, true},
 	})
@@ -230,7 +169,7 @@ func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
 	}
 	cs := r.CtxSw
 	f.caption = fmt.Sprintf("sched.csv, %d windows of %s: switches in the window over the messages that entered the broker in it. (a) counts switches out of the broker's own threads (what /proc/PID/task/*/status counts); (b) every switch of any task on the CPUs the broker may run on (its affinity mask) — for a broker pinned to its own CPU, that CPU's switch count. Over the whole recording: (a) %s and (b) %s per message.",
-		t.rows, fmtDur(float64(r.rec.meta.WindowNs)), fmtNum(float64(cs.PerMsgTarget), 2), fmtNum(float64(cs.PerMsgCPUs), 2))
+		len(t.rows), fmtDur(float64(r.rec.meta.WindowNs)), fmtNum(float64(cs.PerMsgTarget), 2), fmtNum(float64(cs.PerMsgCPUs), 2))
 	return f, nil
 }
 
@@ -273,27 +212,23 @@ func (w *writer) cpuWindowsFigure(r *Run, name string) (*figure, error) {
 		return nil, errNoFigure
 	}
 	t := r.rec.cpu
-	if t == nil || t.rows == 0 {
+	if t == nil || len(t.rows) == 0 {
 		return nil, errNoFigure
 	}
-	broker := t.col("broker_proc_util")
-	if r.CPU.BrokerSource == "cgroup" {
-		broker = t.col("broker_cgroup_util")
-	}
+	broker, _ := brokerUtil(t.rows)
 	curves := []windowCurve{
 		{"broker_util", "broker (" + r.CPU.BrokerSource + ")", broker, colBroker, false},
-		{"system_util", "whole system", t.col("system_util"), colGrey, false},
+		{"system_util", "whole system", column(t.rows, func(c *recfile.CPURow) float64 { return c.System }), colGrey, false},
+		{"system_minus_broker_util", "system minus broker", column(t.rows, func(c *recfile.CPURow) float64 { return c.SystemMinusBroker }), colOther, true},
 	}
-	if t.has("system_minus_broker_util") {
-		curves = append(curves, windowCurve{"system_minus_broker_util", "system minus broker", t.col("system_minus_broker_util"), colOther, true})
-	}
-	f, err := w.windowsFigure(r, t, name, "CPU used per window, in CPUs' worth (1 = one CPU busy)", "CPUs", curves)
+	x := r.windowX(column(t.rows, func(c *recfile.CPURow) int64 { return c.TStart }), column(t.rows, func(c *recfile.CPURow) int64 { return c.TEnd }))
+	f, err := w.windowsFigure(x, name, "CPU used per window, in CPUs' worth (1 = one CPU busy)", "CPUs", curves)
 	if err != nil {
 		return nil, err
 	}
 	c := r.CPU
 	f.caption = fmt.Sprintf("cpu.csv, %d windows: CPU time over wall time, so 1.0 is one CPU busy for the whole window (this host has %d CPUs). Broker median %s CPUs (source: %s), whole system median %s. Windows are read at the kernel's tick, so a single window can be a few percent off; totals are exact.",
-		t.rows, r.rec.meta.Host.CPUs, fmtNum(c.BrokerUtil.Median, 3), c.BrokerSource, fmtNum(c.SystemUtil.Median, 3))
+		len(t.rows), r.rec.meta.Host.CPUs, fmtNum(c.BrokerUtil.Median, 3), c.BrokerSource, fmtNum(c.SystemUtil.Median, 3))
 	return f, nil
 }
 
@@ -376,11 +311,11 @@ func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
 	type sz struct{ size, n int64 }
 	var rows []sz
 	var acks int64
-	for i := range t.rows {
-		if t.str["direction"][i] != dir {
+	for _, row := range t.rows {
+		if row.Direction != dir {
 			continue
 		}
-		s, n := int64(t.col("payload_bytes")[i]), int64(t.col("packets")[i])
+		s, n := int64(row.PayloadBytes), int64(row.Packets)
 		if s == 0 {
 			acks += n
 			continue
@@ -402,7 +337,7 @@ func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
 		}
 		lo = min(lo, x.size)
 	}
-	width := niceWidth(float64(hi-lo) / 200)
+	width := analysis.NiceWidth(float64(hi-lo) / 200)
 	bins, err := h.Bins(width)
 	if err != nil {
 		return nil, err
@@ -451,18 +386,18 @@ func (w *writer) gsoFigure(r *Run, name string) (*figure, error) {
 		return nil, errNoFigure
 	}
 	t := r.rec.gso
-	if t == nil || t.rows == 0 {
+	if t == nil || len(t.rows) == 0 {
 		return nil, errNoFigure
 	}
 	counts := map[int][2]float64{}
-	for i := range t.rows {
+	for _, row := range t.rows {
 		var sg int
-		fmt.Sscanf(strings.TrimSuffix(t.str["segs"][i], "+"), "%d", &sg)
+		fmt.Sscanf(strings.TrimSuffix(row.Segs, "+"), "%d", &sg)
 		c := counts[sg]
-		if t.str["direction"][i] == "out" {
-			c[1] += t.col("skbs")[i]
+		if row.Direction == "out" {
+			c[1] += float64(row.SKBs)
 		} else {
-			c[0] += t.col("skbs")[i]
+			c[0] += float64(row.SKBs)
 		}
 		counts[sg] = c
 	}
@@ -520,12 +455,11 @@ func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
 		return nil, errNoFigure
 	}
 	t := r.rec.net
-	if t == nil || t.rows == 0 {
+	if t == nil || len(t.rows) == 0 {
 		return nil, errNoFigure
 	}
-	per := func(p, m string) []float64 {
-		a, b := t.col(p), t.col(m)
-		v := make([]float64, t.rows)
+	per := func(a, b []float64) []float64 {
+		v := make([]float64, len(a))
 		for i := range v {
 			v[i] = math.NaN()
 			if b[i] > 0 {
@@ -534,15 +468,20 @@ func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
 		}
 		return v
 	}
-	f, err := w.windowsFigure(r, t, name, "Packets per message, per window", "packets / message", []windowCurve{
-		{"pkts_per_msg_in", "in: packets to the broker / messages entering", per("pkts_in", "msgs_in"), colE2E, false},
-		{"pkts_per_msg_out", "out: packets from the broker / copies leaving", per("pkts_out", "msgs_out"), colBroker, false},
+	pktsIn := column(t.rows, func(w *recfile.NetRow) uint64 { return w.PktsIn })
+	pktsOut := column(t.rows, func(w *recfile.NetRow) uint64 { return w.PktsOut })
+	msgsIn := column(t.rows, func(w *recfile.NetRow) int { return w.MsgsIn })
+	msgsOut := column(t.rows, func(w *recfile.NetRow) int { return w.MsgsOut })
+	x := r.windowX(column(t.rows, func(w *recfile.NetRow) int64 { return w.TStart }), column(t.rows, func(w *recfile.NetRow) int64 { return w.TEnd }))
+	f, err := w.windowsFigure(x, name, "Packets per message, per window", "packets / message", []windowCurve{
+		{"pkts_per_msg_in", "in: packets to the broker / messages entering", per(pktsIn, msgsIn), colE2E, false},
+		{"pkts_per_msg_out", "out: packets from the broker / copies leaving", per(pktsOut, msgsOut), colBroker, false},
 	})
 	if err != nil {
 		return nil, err
 	}
 	p := r.Packets
 	f.caption = fmt.Sprintf("net.csv, %d windows: packets (ACKs included) over messages in each direction. Over the recording: in %s, out %s packets per message. Packets are assigned to windows up to 10 ms late (the capture ring's block timeout).",
-		t.rows, fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.Out.PktsPerMsg), 3))
+		len(t.rows), fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.Out.PktsPerMsg), 3))
 	return f, nil
 }

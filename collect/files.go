@@ -1,0 +1,151 @@
+package collect
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/source"
+)
+
+// The CPU source's three files, one row type each in recfile: cpu_cores.csv
+// row by row as the readings come, cpu.csv and cpu_per_msg.csv at the end,
+// when the timeline of messages is known. A value that cannot be known (a
+// counter unreadable at either end of a window, a window without messages)
+// is NaN, which recfile writes as an empty field.
+
+// flushCores writes one cpu_cores.csv row per CPU for the window between the
+// last two readings of /proc/stat.
+func (s *Source) flushCores() {
+	prev, per, t0, t := s.perPrev, s.perLast, s.tPrev, s.tLast
+	if prev != nil && per != nil && t > t0 {
+		ids := make([]int64, 0, len(per))
+		for id := range per {
+			if _, ok := prev[id]; ok {
+				ids = append(ids, id)
+			}
+		}
+		slices.Sort(ids)
+		dt := float64(t - t0)
+		for _, id := range ids {
+			d := per[id].sub(prev[id])
+			share := func(v int64) float64 { return float64(v) / dt }
+			row := recfile.CPUCoreRow{
+				TStart: t0, TEnd: t, CPU: id,
+				Busy: share(d.busy()), User: share(d.user), Nice: share(d.nice), System: share(d.system),
+				IRQ: share(d.irq), SoftIRQ: share(d.softirq), IOWait: share(d.iowait), Steal: share(d.steal), Idle: share(d.idle),
+			}
+			if err := s.cores.Write(&row); err != nil && s.coresErr == nil {
+				s.coresErr = err
+			}
+		}
+	}
+	s.perPrev, s.tPrev = nil, 0 // written
+}
+
+// closeCores writes the last window of cpu_cores.csv and closes it.
+func (s *Source) closeCores() error {
+	s.flushCores()
+	if err := s.cores.Close(); err != nil && s.coresErr == nil {
+		s.coresErr = err
+	}
+	return s.coresErr
+}
+
+// writeWindows writes cpu.csv.
+func (s *Source) writeWindows(tl *source.Timeline) error {
+	t, err := recfile.CreateTable[recfile.CPURow](s.env.Out, recfile.CPUFile)
+	if err != nil {
+		return err
+	}
+	for i := 1; i < len(s.readings); i++ {
+		a, z := &s.readings[i-1], &s.readings[i]
+		if z.t <= a.t {
+			continue
+		}
+		row := s.window(a, z, tl)
+		t.Write(&row)
+	}
+	return t.Close()
+}
+
+// window is the row of cpu.csv for the window between readings a and z.
+func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
+	dt := float64(z.t - a.t)
+	in, out := tl.InBetween(a.t, z.t), tl.OutBetween(a.t, z.t)
+	util := func(ok bool, d int64) float64 {
+		if !ok {
+			return math.NaN()
+		}
+		return float64(d) / dt
+	}
+	cg := a.cgOK && z.cgOK
+	run := a.runOK && z.runOK
+	st := a.statOK && z.statOK
+	sys := a.systemOK && z.systemOK
+	d := z.system.sub(a.system)
+	b0, ok0 := a.brokerNs(s.brokerSrc)
+	b1, ok1 := z.brokerNs(s.brokerSrc)
+	bok := ok0 && ok1
+	row := recfile.CPURow{
+		TStart: a.t, TEnd: z.t, MsgsIn: in, MsgsOut: out,
+		BrokerCgroup:      util(cg, z.cg.total-a.cg.total),
+		BrokerProc:        util(run, z.run-a.run),
+		BrokerUser:        util(st, z.user-a.user),
+		BrokerSys:         util(st, z.sys-a.sys),
+		System:            util(sys, d.busy()),
+		SystemIRQ:         util(sys, d.irq),
+		SystemSoftIRQ:     util(sys, d.softirq),
+		SystemMinusBroker: util(sys && bok, d.busy()-(b1-b0)),
+		CPUNsPerMsg:       math.NaN(),
+		SystemFrac:        math.NaN(),
+	}
+	if bok && in > 0 {
+		row.CPUNsPerMsg = float64(b1-b0) / float64(in)
+	}
+	if sys && z.ncpu > 0 {
+		row.SystemFrac = float64(d.busy()) / dt / float64(z.ncpu)
+	}
+	return row
+}
+
+// writePerMsg writes cpu_per_msg.csv: for every Every-th message copy leaving
+// the broker, the broker's cumulative CPU U_n at the time T_n it left,
+// interpolated linearly between the readings around T_n, and the ZeroMQ
+// C_n = (U_n − U_{n−Every}) / (T_n − T_{n−Every}).
+func (s *Source) writePerMsg(tl *source.Timeline) (rows, skipped int, err error) {
+	tab, err := recfile.CreateTable[recfile.CPUPerMsgRow](s.env.Out, recfile.CPUPerMsgFile)
+	if err != nil {
+		return 0, 0, err
+	}
+	var ts, us []int64
+	for i := range s.readings {
+		if v, ok := s.readings[i].brokerNs(s.perMsgSrc); ok {
+			ts = append(ts, s.readings[i].t)
+			us = append(us, v)
+		}
+	}
+	havePrev := false
+	var prevT, prevU int64
+	for n := s.opts.Every; n <= len(tl.Out); n += s.opts.Every {
+		t := tl.Out[n-1]
+		if len(ts) < 2 || t < ts[0] || t > ts[len(ts)-1] {
+			skipped++
+			continue
+		}
+		k := sort.Search(len(ts), func(i int) bool { return ts[i] > t }) - 1
+		u := us[k]
+		if k+1 < len(ts) {
+			u += int64(math.Round(float64(us[k+1]-us[k]) * float64(t-ts[k]) / float64(ts[k+1]-ts[k])))
+		}
+		row := recfile.CPUPerMsgRow{N: int64(n), T: t, CPUNs: u - us[0], CN: math.NaN()}
+		if havePrev && t > prevT {
+			row.CN = float64(u-prevU) / float64(t-prevT)
+		}
+		tab.Write(&row)
+		rows++
+		havePrev, prevT, prevU = true, t, u
+	}
+	return rows, skipped, tab.Close()
+}

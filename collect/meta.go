@@ -1,0 +1,193 @@
+package collect
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/source"
+)
+
+// CPUMeta is the source's part of meta.json.
+type CPUMeta struct {
+	Cgroup CgroupInfo `json:"cgroup"`
+	// Missing lists, in words, what could not be read at the start.
+	Missing []string `json:"missing"`
+	// BrokerCPUSource is the broker CPU that system_minus_broker_util and
+	// cpu_ns_per_msg use: cgroup, schedstat or stat.
+	BrokerCPUSource string `json:"broker_cpu_source"`
+	// PerMsgSource is the cumulative CPU U of cpu_per_msg.csv.
+	PerMsgSource string `json:"cpu_per_msg_source"`
+	Every        int    `json:"cpu_every"`
+	CPUs         int    `json:"cpus"` // CPUs in /proc/stat at the end
+	// Samples is the number of readings kept (one more than cpu.csv's
+	// rows); Reads counts those taken: a reading less than a quarter
+	// window after the previous one replaces it (the last window of a
+	// recording can be up to 1¼ windows long).
+	Samples int `json:"samples"`
+	Reads   int `json:"reads"`
+	// Failures counts, per counter, the readings it could not be read in.
+	Failures     map[string]int `json:"failures"`
+	Threads      int            `json:"threads_seen"`
+	ThreadsEnded int            `json:"threads_exited"`
+	PerMsgRows   int            `json:"cpu_per_msg_rows"`
+	// PerMsgSkipped counts every-N-th messages that left before the first
+	// or after the last reading, which cannot be interpolated.
+	PerMsgSkipped int    `json:"cpu_per_msg_skipped"`
+	Totals        Totals `json:"totals"`
+}
+
+// Totals are the CPU times over the recording (first to last reading), in
+// ns; null when the counter could not be read twice.
+type Totals struct {
+	DurationNs       int64    `json:"duration_ns"`
+	CgroupNs         *int64   `json:"cgroup_ns"`
+	CgroupUserNs     *int64   `json:"cgroup_user_ns"`
+	CgroupSysNs      *int64   `json:"cgroup_sys_ns"`
+	SchedstatNs      *int64   `json:"schedstat_ns"`
+	SchedstatWaitNs  *int64   `json:"schedstat_wait_ns"`
+	StatUserNs       *int64   `json:"stat_user_ns"`
+	StatSysNs        *int64   `json:"stat_sys_ns"`
+	SystemBusyNs     *int64   `json:"system_busy_ns"`
+	SystemIRQNs      *int64   `json:"system_irq_ns"`
+	SystemSoftIRQNs  *int64   `json:"system_softirq_ns"`
+	SystemMinusNs    *int64   `json:"system_minus_broker_ns"`
+	BrokerNsPerMsgIn *float64 `json:"broker_ns_per_msg"`
+}
+
+// Finish writes cpu.csv and cpu_per_msg.csv and closes cpu_cores.csv.
+func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
+	res := source.Result{Files: []string{recfile.CPUFile, recfile.CPUPerMsgFile, recfile.CPUCoresFile}}
+	meta := CPUMeta{
+		Cgroup: s.info, Missing: s.missing, BrokerCPUSource: s.brokerSrc, PerMsgSource: s.perMsgSrc,
+		Every: s.opts.Every, Samples: len(s.readings), Reads: s.reads, Failures: s.fails,
+		Threads: s.proc.seen, ThreadsEnded: s.proc.exited,
+	}
+	if meta.Missing == nil {
+		meta.Missing = []string{}
+	}
+	if n := len(s.readings); n > 0 {
+		meta.CPUs = s.readings[n-1].ncpu
+		meta.Totals.DurationNs = s.readings[n-1].t - s.readings[0].t
+	}
+	var errs []error
+	if err := s.closeCores(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUCoresFile, err))
+	}
+	if err := s.writeWindows(tl); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUFile, err))
+	}
+	rows, skipped, err := s.writePerMsg(tl)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUPerMsgFile, err))
+	}
+	meta.PerMsgRows, meta.PerMsgSkipped = rows, skipped
+	broker := s.totals(&meta.Totals, len(tl.In))
+	res.Meta = meta
+	res.Warnings = s.warnings(skipped)
+	res.Summary = s.summary(&meta, broker)
+	return res, errors.Join(errs...)
+}
+
+// totals fills t from the first and last readings of each counter, and
+// returns the broker CPU over the recording (nil when unknown). in is the
+// number of messages that entered the broker.
+func (s *Source) totals(t *Totals, in int) (broker *int64) {
+	cgOK := func(r *reading) bool { return r.cgOK }
+	runOK := func(r *reading) bool { return r.runOK }
+	statOK := func(r *reading) bool { return r.statOK }
+	sysOK := func(r *reading) bool { return r.systemOK }
+	t.CgroupNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.total })
+	t.CgroupUserNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.user })
+	t.CgroupSysNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.sys })
+	t.SchedstatNs = s.delta(runOK, func(r *reading) int64 { return r.run })
+	t.SchedstatWaitNs = s.delta(runOK, func(r *reading) int64 { return r.wait })
+	t.StatUserNs = s.delta(statOK, func(r *reading) int64 { return r.user })
+	t.StatSysNs = s.delta(statOK, func(r *reading) int64 { return r.sys })
+	t.SystemBusyNs = s.delta(sysOK, func(r *reading) int64 { return r.system.busy() })
+	t.SystemIRQNs = s.delta(sysOK, func(r *reading) int64 { return r.system.irq })
+	t.SystemSoftIRQNs = s.delta(sysOK, func(r *reading) int64 { return r.system.softirq })
+	broker = s.delta(func(r *reading) bool { _, ok := r.brokerNs(s.brokerSrc); return ok },
+		func(r *reading) int64 { v, _ := r.brokerNs(s.brokerSrc); return v })
+	if broker != nil && t.SystemBusyNs != nil {
+		d := *t.SystemBusyNs - *broker
+		t.SystemMinusNs = &d
+	}
+	if broker != nil && in > 0 {
+		v := float64(*broker) / float64(in)
+		t.BrokerNsPerMsgIn = &v
+	}
+	return broker
+}
+
+// delta is the change of a counter between the first and the last reading
+// where it was readable.
+func (s *Source) delta(ok func(*reading) bool, v func(*reading) int64) *int64 {
+	first, last := -1, -1
+	for i := range s.readings {
+		if ok(&s.readings[i]) {
+			if first < 0 {
+				first = i
+			}
+			last = i
+		}
+	}
+	if first < 0 || first == last {
+		return nil
+	}
+	d := v(&s.readings[last]) - v(&s.readings[first])
+	return &d
+}
+
+// warnings says what was missing from the start, what the cgroup counts
+// beside the broker, which counters failed during the recording, and how
+// many every-N-th messages fell outside the readings.
+func (s *Source) warnings(skipped int) []string {
+	warns := append([]string(nil), s.missing...)
+	if s.info.OtherProcesses > 0 {
+		warns = append(warns, fmt.Sprintf("cgroup %s also holds %d other processes; broker_cgroup_util counts them too", s.info.Path, s.info.OtherProcesses))
+	}
+	for _, what := range []string{"cgroup", "stat", "schedstat", "system"} {
+		n := s.fails[what]
+		if n == 0 || (what == "cgroup" && s.cg == nil) {
+			continue
+		}
+		if errors.Is(s.lastErr[what], errTargetGone) && n == s.trailing[what] {
+			continue // only the readings after the target exited: no gap
+		}
+		warns = append(warns, fmt.Sprintf("%s could not be read in %d of %d readings (last: %v); those windows' fields are empty", what, n, s.reads, s.lastErr[what]))
+	}
+	if skipped > 0 {
+		warns = append(warns, fmt.Sprintf("%d of the every-%d-th messages left outside the CPU readings and are not in %s", skipped, s.opts.Every, recfile.CPUPerMsgFile))
+	}
+	return warns
+}
+
+// summary is the source's headline: the broker's and the system's CPUs'
+// worth over the recording, and the broker's CPU per message.
+func (s *Source) summary(m *CPUMeta, broker *int64) string {
+	secs := float64(m.Totals.DurationNs) / 1e9
+	if secs <= 0 {
+		return ""
+	}
+	var parts []string
+	if broker != nil {
+		src := s.brokerSrc
+		if src == "cgroup" {
+			src = fmt.Sprintf("cgroup %s %s", s.info.Version, s.info.Path)
+		}
+		parts = append(parts, fmt.Sprintf("broker %.2f CPUs (%s)", float64(*broker)/1e9/secs, src))
+	}
+	if t := m.Totals; t.SystemBusyNs != nil {
+		parts = append(parts, fmt.Sprintf("system %.2f of %d CPUs (irq %.2f, softirq %.2f)", float64(*t.SystemBusyNs)/1e9/secs, m.CPUs,
+			float64(*t.SystemIRQNs)/1e9/secs, float64(*t.SystemSoftIRQNs)/1e9/secs))
+		if t.SystemMinusNs != nil {
+			parts = append(parts, fmt.Sprintf("outside the broker %.2f", float64(*t.SystemMinusNs)/1e9/secs))
+		}
+	}
+	if v := m.Totals.BrokerNsPerMsgIn; v != nil {
+		parts = append(parts, fmt.Sprintf("%s broker CPU per message", source.FormatNs(int64(*v))))
+	}
+	return strings.Join(parts, ", ")
+}
