@@ -46,37 +46,88 @@ func DipOf[T Number](xs []T) (Dip, error) {
 // stops shrinking. Distances are in numbers of observations until the end,
 // where they are divided by 2n. It needs O(n) time per iteration and 8 bytes
 // per value of index memory.
+//
+// The steps keep the published order of every floating-point operation, so
+// that the results match R's diptest to the last bit.
 func DipSorted[T Number](xs []T) (Dip, error) {
+	if err := checkDipSample(xs); err != nil {
+		return Dip{}, err
+	}
 	n := len(xs)
-	if n == 0 {
-		return Dip{}, errors.New("the dip of an empty sample is undefined: give at least one value")
-	}
-	if n > math.MaxInt32 {
-		return Dip{}, fmt.Errorf("%d values are more than the dip test handles (2³¹−1): analyse a sample", n)
-	}
-	for i := 1; i < n; i++ {
-		if !(xs[i-1] <= xs[i]) {
-			return Dip{}, fmt.Errorf("values %d and %d are out of order (%v > %v) or NaN: sort the sample", i-1, i, xs[i-1], xs[i])
-		}
-	}
-	// 1-based access, as in the published algorithm.
-	x := func(i int32) float64 { return float64(xs[i-1]) }
+	h := &dipHulls[T]{xs: xs}
 	N := int32(n)
 	dip := 1.0 // in observations; the result is at least 1/(2n)
 	low, high := int32(1), N
 	res := func() Dip {
-		return Dip{N: n, Dip: dip / float64(2*n), ModeLow: x(low), ModeHigh: x(high)}
+		return Dip{N: n, Dip: dip / float64(2*n), ModeLow: h.x(low), ModeHigh: h.x(high)}
 	}
-	if n < 2 || x(N) == x(1) {
+	if n < 2 || h.x(N) == h.x(1) {
 		return res(), nil
 	}
 
-	// mn[j]: the vertex before j on the convex minorant of points 1…j;
-	// mj[k]: the vertex after k on the concave majorant of points k…n.
-	// Walking these chains from any point gives the hull of any prefix or
-	// suffix without recomputing it.
-	mn := make([]int32, n+1)
-	mj := make([]int32, n+1)
+	h.chains(N)
+	gcm := []int32{0} // 1-based: gcm[1] is the first change point
+	lcm := []int32{0}
+	for {
+		gcm, lcm = h.gcmPoints(gcm, low, high), h.lcmPoints(lcm, low, high)
+		lg, ll := int32(len(gcm)-1), int32(len(lcm)-1)
+		d, ig, ih := h.largestDistance(gcm, lcm)
+		if d < dip {
+			break // the dip cannot grow any more
+		}
+		// How far the GCM departs from the data left of the new interval,
+		// and the LCM right of it.
+		dip = max(dip, h.departure(gcm, ig, lg, true), h.departure(lcm, ih, ll, false))
+
+		// Without this check (Maechler 1994) the loop can run forever.
+		if low == gcm[ig] && high == lcm[ih] {
+			break
+		}
+		low, high = gcm[ig], lcm[ih]
+	}
+	return res(), nil
+}
+
+// checkDipSample refuses what the algorithm cannot take: an empty sample,
+// more values than its 32-bit indices reach, and unsorted or NaN values,
+// on which it would return nonsense rather than fail.
+func checkDipSample[T Number](xs []T) error {
+	n := len(xs)
+	if n == 0 {
+		return errors.New("the dip of an empty sample is undefined: give at least one value")
+	}
+	if n > math.MaxInt32 {
+		return fmt.Errorf("%d values are more than the dip test handles (2³¹−1): analyse a sample", n)
+	}
+	for i := 1; i < n; i++ {
+		if !(xs[i-1] <= xs[i]) {
+			return fmt.Errorf("values %d and %d are out of order (%v > %v) or NaN: sort the sample", i-1, i, xs[i-1], xs[i])
+		}
+	}
+	return nil
+}
+
+// dipHulls holds a sorted sample and the hull chains of its empirical
+// distribution function.
+//
+// mn[j]: the vertex before j on the convex minorant of points 1…j;
+// mj[k]: the vertex after k on the concave majorant of points k…n.
+// Walking these chains from any point gives the hull of any prefix or
+// suffix without recomputing it.
+type dipHulls[T Number] struct {
+	xs     []T
+	mn, mj []int32
+}
+
+// x is value i, 1-based as in the published algorithm.
+func (h *dipHulls[T]) x(i int32) float64 { return float64(h.xs[i-1]) }
+
+// chains computes mn and mj for points 1…N.
+func (h *dipHulls[T]) chains(N int32) {
+	x := h.x
+	h.mn = make([]int32, N+1)
+	h.mj = make([]int32, N+1)
+	mn, mj := h.mn, h.mj
 	mn[1] = 1
 	for j := int32(2); j <= N; j++ {
 		mn[j] = j - 1
@@ -101,100 +152,96 @@ func DipSorted[T Number](xs []T) (Dip, error) {
 			mj[k] = b
 		}
 	}
+}
 
-	gcm := []int32{0} // 1-based: gcm[1] is the first change point
-	lcm := []int32{0}
+// gcmPoints returns the change points of the GCM on [low, high], from high
+// down to low, reusing gcm's storage (index 0 is unused).
+func (h *dipHulls[T]) gcmPoints(gcm []int32, low, high int32) []int32 {
+	gcm = append(gcm[:1], high)
+	for gcm[len(gcm)-1] > low {
+		gcm = append(gcm, h.mn[gcm[len(gcm)-1]])
+	}
+	return gcm
+}
+
+// lcmPoints returns the change points of the LCM on [low, high], from low
+// up to high, reusing lcm's storage (index 0 is unused).
+func (h *dipHulls[T]) lcmPoints(lcm []int32, low, high int32) []int32 {
+	lcm = append(lcm[:1], low)
+	for lcm[len(lcm)-1] < high {
+		lcm = append(lcm, h.mj[lcm[len(lcm)-1]])
+	}
+	return lcm
+}
+
+// largestDistance is the largest distance d between GCM and LCM, walking
+// both hulls from low to high; ig and ih say where it occurred, and so
+// bound the next, narrower modal interval.
+func (h *dipHulls[T]) largestDistance(gcm, lcm []int32) (d float64, ig, ih int32) {
+	x := h.x
+	lg, ll := int32(len(gcm)-1), int32(len(lcm)-1)
+	ig, ih = lg, ll
+	if lg == 2 && ll == 2 {
+		return 1, ig, ih
+	}
+	ix, iv := lg-1, int32(2)
 	for {
-		// Change points of the GCM on [low, high], from high down to low,
-		// and of the LCM, from low up to high.
-		gcm = append(gcm[:1], high)
-		for gcm[len(gcm)-1] > low {
-			gcm = append(gcm, mn[gcm[len(gcm)-1]])
-		}
-		lg := int32(len(gcm) - 1)
-		lcm = append(lcm[:1], low)
-		for lcm[len(lcm)-1] < high {
-			lcm = append(lcm, mj[lcm[len(lcm)-1]])
-		}
-		ll := int32(len(lcm) - 1)
-
-		// The largest distance d between GCM and LCM, walking both hulls
-		// from low to high; ig and ih remember where it occurred.
-		ig, ih := lg, ll
-		ix, iv := lg-1, int32(2)
-		d := 0.0
-		if lg != 2 || ll != 2 {
-			for {
-				gx, lv := gcm[ix], lcm[iv]
-				if gx > lv {
-					// The next hull point is the LCM's: distance there.
-					g1 := gcm[ix+1]
-					dx := float64(lv-g1+1) - (x(lv)-x(g1))*float64(gx-g1)/(x(gx)-x(g1))
-					iv++
-					if dx >= d {
-						d, ig, ih = dx, ix+1, iv-1
-					}
-				} else {
-					// The next hull point is the GCM's.
-					l1 := lcm[iv-1]
-					dx := (x(gx)-x(l1))*float64(lv-l1)/(x(lv)-x(l1)) - float64(gx-l1-1)
-					ix--
-					if dx >= d {
-						d, ig, ih = dx, ix+1, iv
-					}
-				}
-				ix = max(ix, 1)
-				iv = min(iv, ll)
-				if gcm[ix] == lcm[iv] {
-					break
-				}
+		gx, lv := gcm[ix], lcm[iv]
+		if gx > lv {
+			// The next hull point is the LCM's: distance there.
+			g1 := gcm[ix+1]
+			dx := float64(lv-g1+1) - (x(lv)-x(g1))*float64(gx-g1)/(x(gx)-x(g1))
+			iv++
+			if dx >= d {
+				d, ig, ih = dx, ix+1, iv-1
 			}
 		} else {
-			d = 1
-		}
-		if d < dip {
-			break // the dip cannot grow any more
-		}
-
-		// How far the GCM departs from the data left of the new interval,
-		// and the LCM right of it.
-		dipL := 0.0
-		for j := ig; j < lg; j++ {
-			maxT := 1.0
-			jb, je := gcm[j+1], gcm[j]
-			if je-jb > 1 && x(je) != x(jb) {
-				c := float64(je-jb) / (x(je) - x(jb))
-				for jj := jb; jj <= je; jj++ {
-					if t := float64(jj-jb+1) - (x(jj)-x(jb))*c; t > maxT {
-						maxT = t
-					}
-				}
+			// The next hull point is the GCM's.
+			l1 := lcm[iv-1]
+			dx := (x(gx)-x(l1))*float64(lv-l1)/(x(lv)-x(l1)) - float64(gx-l1-1)
+			ix--
+			if dx >= d {
+				d, ig, ih = dx, ix+1, iv
 			}
-			dipL = max(dipL, maxT)
 		}
-		dipU := 0.0
-		for j := ih; j < ll; j++ {
-			maxT := 1.0
-			jb, je := lcm[j], lcm[j+1]
-			if je-jb > 1 && x(je) != x(jb) {
-				c := float64(je-jb) / (x(je) - x(jb))
-				for jj := jb; jj <= je; jj++ {
-					if t := (x(jj)-x(jb))*c - float64(jj-jb-1); t > maxT {
-						maxT = t
-					}
-				}
-			}
-			dipU = max(dipU, maxT)
+		ix = max(ix, 1)
+		iv = min(iv, ll)
+		if gcm[ix] == lcm[iv] {
+			return d, ig, ih
 		}
-		dip = max(dip, dipL, dipU)
-
-		// Without this check (Maechler 1994) the loop can run forever.
-		if low == gcm[ig] && high == lcm[ih] {
-			break
-		}
-		low, high = gcm[ig], lcm[ih]
 	}
-	return res(), nil
+}
+
+// departure is how far a hull departs from the data between its change
+// points from and to: the GCM's (convex) left of the new modal interval,
+// the LCM's right of it. The GCM's points run from high down to low, so
+// each of its segments is read backwards.
+func (h *dipHulls[T]) departure(pts []int32, from, to int32, convex bool) float64 {
+	x := h.x
+	dip := 0.0
+	for j := from; j < to; j++ {
+		maxT := 1.0
+		jb, je := pts[j], pts[j+1]
+		if convex {
+			jb, je = je, jb
+		}
+		if je-jb > 1 && x(je) != x(jb) {
+			c := float64(je-jb) / (x(je) - x(jb))
+			for jj := jb; jj <= je; jj++ {
+				var t float64
+				if convex {
+					t = float64(jj-jb+1) - (x(jj)-x(jb))*c
+				} else {
+					t = (x(jj)-x(jb))*c - float64(jj-jb-1)
+				}
+				if t > maxT {
+					maxT = t
+				}
+			}
+		}
+		dip = max(dip, maxT)
+	}
+	return dip
 }
 
 // DipTestOptions tune the p-value of DipTest.

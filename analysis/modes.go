@@ -101,38 +101,14 @@ func ModesSorted[T Number](sorted []T, opt ModeOptions) (Modes, error) {
 	if n == 0 {
 		return Modes{}, errors.New("an empty series has no modes: give at least one value")
 	}
-	fn := float64(n)
-	at := func(q float64) float64 { // nearest-rank quantile, q in [0,1]
-		k := int(math.Ceil(q*fn - 1e-9*fn))
-		return float64(sorted[min(max(k, 1), n)-1])
-	}
-	lo, hi := at(opt.Trim), at(1-opt.Trim)
+	lo, hi := nearestRank(sorted, opt.Trim), nearestRank(sorted, 1-opt.Trim)
 	if opt.Trim == 0 {
 		lo, hi = float64(sorted[0]), float64(sorted[n-1])
 	}
 	if math.IsInf(lo, 0) || math.IsInf(hi, 0) {
 		return Modes{}, errors.New("the modes of a series with infinite values are undefined: leave them out or trim them")
 	}
-	var sum float64
-	for _, x := range sorted {
-		sum += float64(x)
-	}
-	mean := sum / fn
-	var sq float64
-	for _, x := range sorted {
-		d := float64(x) - mean
-		sq += d * d
-	}
-	sigma := 0.0
-	if n > 1 {
-		sigma = math.Sqrt(sq / (fn - 1))
-	}
-	iqr := at(0.75) - at(0.25)
-	spread := min(sigma, iqr/1.34)
-	if spread == 0 {
-		spread = max(sigma, iqr/1.34)
-	}
-	h := opt.BandwidthFactor * 0.9 * spread * math.Pow(fn, -0.2)
+	h := opt.BandwidthFactor * 0.9 * silvermanSpread(sorted) * math.Pow(float64(n), -0.2)
 	res := Modes{}
 	for _, x := range sorted {
 		if v := float64(x); v < lo || v > hi {
@@ -145,6 +121,63 @@ func ModesSorted[T Number](sorted []T, opt ModeOptions) (Modes, error) {
 		return res, nil
 	}
 
+	g := newDensityGrid(lo, hi, h)
+	res.Bandwidth, res.GridPoints = g.h, g.n
+	f := g.smooth(binLinear(g, sorted, lo, hi), float64(n))
+	res.Modes = g.modes(f, float64(n), opt)
+	res.Count = len(res.Modes)
+	return res, nil
+}
+
+// nearestRank is the nearest-rank quantile q in [0,1] of a sorted sample;
+// the small allowance keeps q·n that should be whole from rounding up.
+func nearestRank[T Number](sorted []T, q float64) float64 {
+	n := len(sorted)
+	fn := float64(n)
+	k := int(math.Ceil(q*fn - 1e-9*fn))
+	return float64(sorted[min(max(k, 1), n)-1])
+}
+
+// silvermanSpread is the spread in Silverman's bandwidth
+// 0.9·min(σ, IQR/1.34)·n^(−1/5), the larger of the two when the smaller is
+// 0, so that a sample with a spike in its middle half still gets a
+// bandwidth.
+func silvermanSpread[T Number](sorted []T) float64 {
+	fn := float64(len(sorted))
+	var sum float64
+	for _, x := range sorted {
+		sum += float64(x)
+	}
+	mean := sum / fn
+	var sq float64
+	for _, x := range sorted {
+		d := float64(x) - mean
+		sq += d * d
+	}
+	sigma := 0.0
+	if len(sorted) > 1 {
+		sigma = math.Sqrt(sq / (fn - 1))
+	}
+	iqr := nearestRank(sorted, 0.75) - nearestRank(sorted, 0.25)
+	spread := min(sigma, iqr/1.34)
+	if spread == 0 {
+		spread = max(sigma, iqr/1.34)
+	}
+	return spread
+}
+
+// densityGrid is where the density is estimated: n points dx apart from
+// g0, 3h beyond the trimmed range on either side so that the kernels of
+// the extreme values fit.
+type densityGrid struct {
+	g0, dx, h float64
+	n         int
+}
+
+// newDensityGrid spaces the grid h/4 apart, or coarser when that would
+// need more than maxGrid points; the bandwidth then is at least the
+// spacing, so that no hump falls between grid points.
+func newDensityGrid(lo, hi, h float64) densityGrid {
 	g0, g1 := lo-3*h, hi+3*h
 	dx := h / 4
 	G := int(math.Ceil((g1-g0)/dx)) + 1
@@ -153,44 +186,60 @@ func ModesSorted[T Number](sorted []T, opt ModeOptions) (Modes, error) {
 		dx = (g1 - g0) / float64(G-1)
 		h = max(h, dx)
 	}
-	res.Bandwidth, res.GridPoints = h, G
+	return densityGrid{g0: g0, dx: dx, h: h, n: G}
+}
 
-	// Linear binning: each value split between its two grid neighbours.
-	w := make([]float64, G)
+// binLinear spreads the values in [lo, hi] linearly onto the grid: each value
+// split between its two grid neighbours.
+func binLinear[T Number](g densityGrid, sorted []T, lo, hi float64) []float64 {
+	w := make([]float64, g.n)
 	for _, x := range sorted {
 		v := float64(x)
 		if v < lo || v > hi {
 			continue
 		}
-		p := (v - g0) / dx
+		p := (v - g.g0) / g.dx
 		i := int(p)
-		if i >= G-1 {
-			w[G-1]++
+		if i >= g.n-1 {
+			w[g.n-1]++
 			continue
 		}
 		fr := p - float64(i)
 		w[i] += 1 - fr
 		w[i+1] += fr
 	}
-	// Convolve with the Gaussian kernel, cut at 5h.
+	return w
+}
+
+// smooth convolves the binned counts w with the Gaussian kernel, cut at
+// 5h, normalised by all fn values, trimmed or not.
+func (g densityGrid) smooth(w []float64, fn float64) []float64 {
+	h, dx := g.h, g.dx
 	L := int(math.Ceil(5 * h / dx))
 	kern := make([]float64, L+1)
 	for j := range kern {
 		u := float64(j) * dx / h
 		kern[j] = math.Exp(-u*u/2) / math.Sqrt(2*math.Pi) / (fn * h)
 	}
-	f := make([]float64, G)
+	f := make([]float64, g.n)
 	for i, wi := range w {
 		if wi == 0 {
 			continue
 		}
-		for j := max(0, i-L); j <= min(G-1, i+L); j++ {
+		for j := max(0, i-L); j <= min(g.n-1, i+L); j++ {
 			f[j] += wi * kern[abs(j-i)]
 		}
 	}
+	return f
+}
 
+// modes are the peaks of the density f (a plateau counts once, at its
+// middle) prominent enough by both of opt's rules, by location.
+func (g densityGrid) modes(f []float64, fn float64, opt ModeOptions) []Mode {
+	G := len(f)
 	fmax := slices.Max(f)
 	rk := 1 / (2 * math.Sqrt(math.Pi))
+	var out []Mode
 	for i := 1; i < G-1; i++ {
 		if !(f[i] > f[i-1]) {
 			continue
@@ -205,22 +254,25 @@ func ModesSorted[T Number](sorted []T, opt ModeOptions) (Modes, error) {
 		}
 		p := (i + j) / 2
 		hp := f[p]
-		leftMin, rightMin := hp, hp
-		for k := i - 1; k >= 0 && f[k] <= hp; k-- {
-			leftMin = min(leftMin, f[k])
-		}
-		for k := j + 1; k < G && f[k] <= hp; k++ {
-			rightMin = min(rightMin, f[k])
-		}
-		prom := hp - max(leftMin, rightMin)
-		se := math.Sqrt(hp * rk / (fn * h))
+		prom := hp - max(valley(f, i-1, -1, hp), valley(f, j+1, 1, hp))
+		se := math.Sqrt(hp * rk / (fn * g.h))
 		if prom >= opt.MinProminence*fmax && prom >= opt.SEFactor*se {
-			res.Modes = append(res.Modes, Mode{At: g0 + float64(p)*dx, Density: hp, Prominence: prom})
+			out = append(out, Mode{At: g.g0 + float64(p)*g.dx, Density: hp, Prominence: prom})
 		}
 		i = j
 	}
-	res.Count = len(res.Modes)
-	return res, nil
+	return out
+}
+
+// valley is the lowest density walking from k in direction step until the
+// density rises above the peak height hp (or the grid ends): the deepest
+// point between the peak and the next higher one on that side.
+func valley(f []float64, k, step int, hp float64) float64 {
+	m := hp
+	for ; k >= 0 && k < len(f) && f[k] <= hp; k += step {
+		m = min(m, f[k])
+	}
+	return m
 }
 
 func abs(x int) int {

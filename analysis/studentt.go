@@ -86,44 +86,42 @@ func regIncBeta(a, b, x float64) float64 {
 	return 1 - front*betaCF(b, a, 1-x)/b
 }
 
+// betaCF evaluates the continued fraction of the incomplete beta function
+// by the modified Lentz method (Numerical Recipes' betacf): two terms per
+// iteration, the even and the odd one.
 func betaCF(a, b, x float64) float64 {
-	const tiny = 1e-300
 	qab, qap, qam := a+b, a+1, a-1
-	c, d := 1.0, 1-qab*x/qap
-	if math.Abs(d) < tiny {
-		d = tiny
-	}
-	d = 1 / d
+	c, d := 1.0, 1/notTiny(1-qab*x/qap)
 	h := d
 	for m := 1; m <= 100000; m++ {
 		fm := float64(m)
 		m2 := 2 * fm
-		aa := fm * (b - fm) * x / ((qam + m2) * (a + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		h *= d * c
-		aa = -(a + fm) * (qab + fm) * x / ((a + m2) * (qap + m2))
-		d = 1 + aa*d
-		if math.Abs(d) < tiny {
-			d = tiny
-		}
-		c = 1 + aa/c
-		if math.Abs(c) < tiny {
-			c = tiny
-		}
-		d = 1 / d
-		del := d * c
+		var del float64
+		c, d, del = lentzStep(fm*(b-fm)*x/((qam+m2)*(a+m2)), c, d)
+		h *= del
+		c, d, del = lentzStep(-(a+fm)*(qab+fm)*x/((a+m2)*(qap+m2)), c, d)
 		h *= del
 		if math.Abs(del-1) < 1e-16 {
 			break
 		}
 	}
 	return h
+}
+
+// lentzStep takes the next term aa into the running ratios c and d and
+// returns them with the factor del that the fraction's value is multiplied
+// by.
+func lentzStep(aa, c, d float64) (float64, float64, float64) {
+	d = 1 / notTiny(1+aa*d)
+	c = notTiny(1 + aa/c)
+	return c, d, d * c
+}
+
+// notTiny keeps a denominator of the Lentz method off zero.
+func notTiny(v float64) float64 {
+	const tiny = 1e-300
+	if math.Abs(v) < tiny {
+		return tiny
+	}
+	return v
 }

@@ -310,54 +310,44 @@ func selectNth[T Number](xs []T, k int) {
 	slices.Sort(xs)
 }
 
+// summaryJSON is the JSON form of a Summary, one field list for both
+// directions: F is jsonFloat when writing (non-finite values become null)
+// and *float64 when reading (null becomes nil, then NaN).
+type summaryJSON[F any] struct {
+	N         int                 `json:"n"`
+	NaN       int                 `json:"nan"`
+	Infinite  int                 `json:"infinite"`
+	Mean      F                   `json:"mean"`
+	StdDev    F                   `json:"stddev"`
+	CI95Low   F                   `json:"ci95_low"`
+	CI95High  F                   `json:"ci95_high"`
+	Median    F                   `json:"median"`
+	RobustDev F                   `json:"robust_dev"`
+	Min       F                   `json:"min"`
+	Max       F                   `json:"max"`
+	Pct       []percentileJSON[F] `json:"percentiles"`
+}
+
+type percentileJSON[F any] struct {
+	P     float64 `json:"p"`
+	Value F       `json:"value"`
+}
+
 // MarshalJSON writes non-finite values (an undefined CI, an infinite
 // throughput) as null, which encoding/json would otherwise refuse.
 func (s Summary) MarshalJSON() ([]byte, error) {
-	type pct struct {
-		P     float64   `json:"p"`
-		Value jsonFloat `json:"value"`
-	}
-	ps := make([]pct, len(s.Percentiles))
+	ps := make([]percentileJSON[jsonFloat], len(s.Percentiles))
 	for i, p := range s.Percentiles {
-		ps[i] = pct{p.P, jsonFloat(p.Value)}
+		ps[i] = percentileJSON[jsonFloat]{p.P, jsonFloat(p.Value)}
 	}
-	return json.Marshal(struct {
-		N         int       `json:"n"`
-		NaN       int       `json:"nan"`
-		Infinite  int       `json:"infinite"`
-		Mean      jsonFloat `json:"mean"`
-		StdDev    jsonFloat `json:"stddev"`
-		CI95Low   jsonFloat `json:"ci95_low"`
-		CI95High  jsonFloat `json:"ci95_high"`
-		Median    jsonFloat `json:"median"`
-		RobustDev jsonFloat `json:"robust_dev"`
-		Min       jsonFloat `json:"min"`
-		Max       jsonFloat `json:"max"`
-		Pct       []pct     `json:"percentiles"`
-	}{s.N, s.NaN, s.Infinite, jsonFloat(s.Mean), jsonFloat(s.StdDev), jsonFloat(s.CI95Low),
-		jsonFloat(s.CI95High), jsonFloat(s.Median), jsonFloat(s.RobustDev), jsonFloat(s.Min),
-		jsonFloat(s.Max), ps})
+	return json.Marshal(summaryJSON[jsonFloat]{s.N, s.NaN, s.Infinite, jsonFloat(s.Mean), jsonFloat(s.StdDev),
+		jsonFloat(s.CI95Low), jsonFloat(s.CI95High), jsonFloat(s.Median), jsonFloat(s.RobustDev),
+		jsonFloat(s.Min), jsonFloat(s.Max), ps})
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote; null becomes NaN.
 func (s *Summary) UnmarshalJSON(data []byte) error {
-	var v struct {
-		N         int        `json:"n"`
-		NaN       int        `json:"nan"`
-		Infinite  int        `json:"infinite"`
-		Mean      *float64   `json:"mean"`
-		StdDev    *float64   `json:"stddev"`
-		CI95Low   *float64   `json:"ci95_low"`
-		CI95High  *float64   `json:"ci95_high"`
-		Median    *float64   `json:"median"`
-		RobustDev *float64   `json:"robust_dev"`
-		Min       *float64   `json:"min"`
-		Max       *float64   `json:"max"`
-		Pct       []struct { // percentiles
-			P     float64  `json:"p"`
-			Value *float64 `json:"value"`
-		} `json:"percentiles"`
-	}
+	var v summaryJSON[*float64]
 	if err := json.Unmarshal(data, &v); err != nil {
 		return err
 	}

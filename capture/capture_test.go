@@ -20,21 +20,11 @@ import (
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
 	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // ---- environment helpers ----
-
-func needRoot(tb testing.TB) {
-	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Skip("needs root: creates network namespaces and AF_PACKET sockets")
-	}
-	for _, tool := range []string{"ip", "ethtool", "tcpdump"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			tb.Skipf("needs %s (make deps installs it)", tool)
-		}
-	}
-}
 
 func randID() string {
 	b := make([]byte, 3)
@@ -446,7 +436,8 @@ func pingPong(tb testing.TB, ns, addr string, rounds, req, resp int) (client, se
 // against the sockets' own TCP_INFO and against tcpdump on the same traffic;
 // then with TSO on, departures above the MSS appear.
 func TestGROMergesArrivals(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	v := newVeth(t)
 	// veth runs NAPI, and with it GRO, once GRO is switched on (Linux 5.13+);
 	// no XDP program is needed.
@@ -600,7 +591,8 @@ func TestGROMergesArrivals(t *testing.T) {
 // every segment twice, and checks the exact count per direction and size
 // against the sockets, tcpdump and the pcapng file.
 func TestLoopbackCountsOnce(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "l", false)
 	const port = 4222
 	const rounds, req, resp = 200, 500, 300
@@ -696,7 +688,8 @@ func TestLoopbackCountsOnce(t *testing.T) {
 // connection in the namespace talked on a port that is not the broker's: the
 // IPv6 path of the filter must count the exchange exactly and nothing else.
 func TestIPv6AndOtherPorts(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "6", false)
 	const port, other = 8222, 8223
 	const rounds, req, resp = 50, 700, 200
@@ -734,7 +727,8 @@ func TestIPv6AndOtherPorts(t *testing.T) {
 // TestSnapshotCountsWindows checks that snapshots are cumulative and that
 // their difference over a window is that window's traffic.
 func TestSnapshotCountsWindows(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "s", false)
 	const port = 6000
 	capt, err := Start(context.Background(), Options{NetNS: nsPath(ns), Ifaces: []string{"lo"}, Ports: []uint16{port}})
@@ -785,7 +779,8 @@ func TestSnapshotCountsWindows(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "x", true) // lo stays down
 	notNS := filepath.Join(t.TempDir(), "plain")
 	os.WriteFile(notNS, nil, 0o600)
@@ -823,7 +818,8 @@ func TestNoPrivilege(t *testing.T) {
 		fmt.Printf("ERR=%v\n", err)
 		return
 	}
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	if _, err := exec.LookPath("setpriv"); err != nil {
 		t.Skip("needs setpriv")
 	}
@@ -838,7 +834,8 @@ func TestNoPrivilege(t *testing.T) {
 }
 
 func TestContextCancelStops(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "c", false)
 	ctx, cancel := context.WithCancel(context.Background())
 	capt, err := Start(ctx, Options{NetNS: nsPath(ns), Ports: []uint16{9}})
@@ -975,7 +972,8 @@ func cpuNow() time.Duration {
 // message, which also carries the kernel's per-segment tap work (the socket
 // filter and the copy into each ring). "none" is the run without capture.
 func BenchmarkCapture(b *testing.B) {
-	needRoot(b)
+	testutil.RequireRoot(b, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(b, "ip", "ethtool", "tcpdump")
 	ns := newNetns(b, "bench", false)
 	// Without autocorking each write leaves as its own segment, so the
 	// benchmark measures per-segment cost rather than per-coalesced-write.

@@ -14,16 +14,11 @@ import (
 	"github.com/brokertrace/brokertrace/source"
 )
 
-// unavailable is a Start error that lets the recording go on without the
-// source (errors.Is(err, source.ErrUnavailable)); its message is only the
-// reason, since the recording prefixes the source's name.
-type unavailable struct{ msg string }
-
-func (e unavailable) Error() string        { return e.msg }
-func (e unavailable) Is(target error) bool { return target == source.ErrUnavailable }
-
+// unavailablef is a Start error that lets the recording go on without the
+// source; its message is only the reason, since the recording prefixes
+// the source's name.
 func unavailablef(format string, args ...any) error {
-	return unavailable{strings.TrimPrefix(fmt.Sprintf(format, args...), "capture: ")}
+	return source.Unavailable(errors.New(strings.TrimPrefix(fmt.Sprintf(format, args...), "capture: ")))
 }
 
 // SourceOptions configure the "capture" source.

@@ -3,7 +3,6 @@ package capture
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,6 +26,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes/netstack"
@@ -37,37 +36,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// attachedWatcher signals once the recording printed its attached line.
-type attachedWatcher struct {
-	once sync.Once
-	seen chan struct{}
-}
-
-func newAttachedWatcher() *attachedWatcher { return &attachedWatcher{seen: make(chan struct{})} }
-
-func (w *attachedWatcher) Write(p []byte) (int, error) {
-	if strings.Contains(string(p), "brokertrace: attached") {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return len(p), nil
-}
-
-// readCSV reads a whole CSV file and checks its header.
+// readCSV reads a whole CSV file and checks its header, given as the
+// header line.
 func readCSV(t *testing.T, path, header string) [][]string {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
+	hdr, rows := testutil.ReadCSV(t, path)
+	if strings.Join(hdr, ",") != header {
+		t.Fatalf("%s: header %v, want %s", path, hdr, header)
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
-	if len(rows) == 0 || strings.Join(rows[0], ",") != header {
-		t.Fatalf("%s: header %v, want %s", path, rows, header)
-	}
-	return rows[1:]
+	return rows
 }
 
 func atoi(t *testing.T, s string) uint64 {
@@ -158,10 +135,10 @@ func readMeta(t *testing.T, dir string) (recfile.Meta, CaptureMeta) {
 // interval (nothing else talks on the port), net.csv against messages.csv,
 // and gso.csv against the capture.
 func TestRecordNATS(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	srv := testbroker.StartNATS(t)
-	_, portStr, _ := net.SplitHostPort(srv.Addr)
-	port, _ := strconv.Atoi(portStr)
+	port := testutil.PortOf(t, srv.Addr)
 	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
@@ -173,7 +150,7 @@ func TestRecordNATS(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newAttachedWatcher()
+	w := testutil.NewAttachedWatcher()
 	done := make(chan error, 1)
 	var res *record.Result
 	go func() {
@@ -183,7 +160,7 @@ func TestRecordNATS(t *testing.T) {
 		done <- err
 	}()
 	select {
-	case <-w.seen:
+	case <-w.Seen():
 	case err := <-done:
 		t.Fatalf("recording ended before attaching: %v", err)
 	}
@@ -341,7 +318,8 @@ func waitClosed(t *testing.T, pid, port int) {
 // TestIfaceBadInput: a named interface that does not exist or is down ends
 // the recording with one line naming it; it is not "unavailable".
 func TestIfaceBadInput(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	srv := testbroker.StartNATS(t)
 	proc, err := process.ByPID(srv.PID())
 	if err != nil {
@@ -410,7 +388,8 @@ func startNATSIn(t *testing.T, ns, addr string, port int) int {
 // on the wildcard address with lo down), and a process that listens on no
 // port: the capture cannot run, the recording goes on, meta.json says why.
 func TestUnavailable(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "nolo", true)
 	pid := startNATSIn(t, ns, "0.0.0.0", 4333)
 	proc, err := process.ByPID(pid)
@@ -492,7 +471,8 @@ func TestChooseIfaces(t *testing.T) {
 // namespace: a wildcard listener captures on the bridge, the other veth end
 // and lo, not on the port or the ifb, which see copies.
 func TestCopyIfaces(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "br", false)
 	ip := func(args ...string) { sh(t, append([]string{"ip", "-n", ns}, args...)...) }
 	ip("link", "add", "br0", "type", "bridge")
@@ -596,7 +576,8 @@ func helperBroker(addr string, send int) error {
 // segment. In both cases the segments add up exactly to what each socket
 // sent, and the skbs to what the capture saw on the same interface.
 func TestGSOAndGRO(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	for _, tc := range []struct {
 		name     string
 		offloads bool
@@ -782,7 +763,8 @@ func pcapCounts(t *testing.T, path string, port uint16) (in, out uint64) {
 // filter that wants TCP right after the IPv6 header would drop them
 // unseen), and skbs of more than 127 segments land in gso.csv's last row.
 func TestBigTCPv6(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(t, "ip", "ethtool", "tcpdump")
 	ns := newNetns(t, "big", false)
 	sh(t, "ip", "-n", ns, "link", "set", "lo", "mtu", "1500")
 	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "gso_max_size", "262144", "gro_max_size", "262144").CombinedOutput(); err != nil {
@@ -893,7 +875,8 @@ func TestBigTCPv6(t *testing.T) {
 // measure of one program run (BPF run-time statistics), runs/msg how many
 // runs a message costs (every skb passes both hooks, matched or not).
 func BenchmarkNetstack(b *testing.B) {
-	needRoot(b)
+	testutil.RequireRoot(b, "creates network namespaces and AF_PACKET sockets")
+	testutil.RequireTools(b, "ip", "ethtool", "tcpdump")
 	ns := newNetns(b, "nsbench", false)
 	sh(b, "ip", "netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv4.tcp_autocorking=0")
 	const port = 7778

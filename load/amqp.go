@@ -45,27 +45,20 @@ type amqpDriver struct {
 	closing atomic.Bool
 }
 
+// amqpOptions are the driver's own URL options.
+type amqpOptions struct {
+	autoAck  bool
+	prefetch int
+	confirm  bool
+}
+
+// dialAMQP checks the URL and subject before connecting, so that a
+// configuration error never waits on the network, then connects and opens
+// the channel.
 func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
-	q, err := urlOptions(u, "ack", "prefetch", "confirm")
+	o, err := parseAMQPOptions(u)
 	if err != nil {
 		return nil, err
-	}
-	ack, err := oneOf(u, q, "ack", "auto", "auto", "manual")
-	if err != nil {
-		return nil, err
-	}
-	confirm, err := oneOf(u, q, "confirm", "0", "0", "1")
-	if err != nil {
-		return nil, err
-	}
-	prefetch := 0
-	if s := q.Get("prefetch"); s != "" {
-		if prefetch, err = strconv.Atoi(s); err != nil || prefetch < 0 || prefetch > 65535 {
-			return nil, configErrorf("broker URL %s: prefetch=%q is invalid: give 0..65535 messages", u.Redacted(), s)
-		}
-		if ack != "manual" {
-			return nil, configErrorf("broker URL %s: prefetch only applies with ack=manual", u.Redacted())
-		}
 	}
 	if opts.Subject == "" || len(opts.Subject) > 255 {
 		return nil, configErrorf("AMQP queue name %q is invalid: give a subject of 1..255 bytes", opts.Subject)
@@ -80,7 +73,53 @@ func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 	if err != nil {
 		return nil, configErrorf("broker URL %s: %v", u.Redacted(), err)
 	}
-	d := &amqpDriver{queue: opts.Subject, role: opts.Role, host: addr, autoAck: ack == "auto", prefetch: prefetch, confirm: confirm == "1"}
+	d := &amqpDriver{queue: opts.Subject, role: opts.Role, host: addr, autoAck: o.autoAck, prefetch: o.prefetch, confirm: o.confirm}
+	conn, err := connectAMQP(ctx, uri, addr, opts.Role)
+	if err != nil {
+		return nil, err
+	}
+	d.conn = conn
+	go d.watch(conn.NotifyClose(make(chan *amqp.Error, 1)), "connection")
+	if err := d.openChannel(); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// parseAMQPOptions reads ack, prefetch and confirm, refusing a prefetch
+// without manual acks, where the broker would ignore it.
+func parseAMQPOptions(u *url.URL) (amqpOptions, error) {
+	q, err := urlOptions(u, "ack", "prefetch", "confirm")
+	if err != nil {
+		return amqpOptions{}, err
+	}
+	ack, err := oneOf(u, q, "ack", "auto", "auto", "manual")
+	if err != nil {
+		return amqpOptions{}, err
+	}
+	confirm, err := oneOf(u, q, "confirm", "0", "0", "1")
+	if err != nil {
+		return amqpOptions{}, err
+	}
+	prefetch := 0
+	if s := q.Get("prefetch"); s != "" {
+		if prefetch, err = strconv.Atoi(s); err != nil || prefetch < 0 || prefetch > 65535 {
+			return amqpOptions{}, configErrorf("broker URL %s: prefetch=%q is invalid: give 0..65535 messages", u.Redacted(), s)
+		}
+		if ack != "manual" {
+			return amqpOptions{}, configErrorf("broker URL %s: prefetch only applies with ack=manual", u.Redacted())
+		}
+	}
+	return amqpOptions{autoAck: ack == "auto", prefetch: prefetch, confirm: confirm == "1"}, nil
+}
+
+var amqpNames = protocolNames{proto: "AMQP", broker: "AMQP broker", server: "it", listener: "an AMQP 0-9-1 listener"}
+
+// connectAMQP opens the connection through the run's dialer, so that a
+// refused TCP connection is told apart from a refused login or another
+// protocol on the port.
+func connectAMQP(ctx context.Context, uri amqp.URI, addr, role string) (*amqp.Connection, error) {
 	dialer := &netDialer{ctx: ctx}
 	cfg := amqp.Config{
 		Heartbeat:  10 * time.Second,
@@ -95,55 +134,50 @@ func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 			return c, err
 		},
 	}
-	cfg.Properties.SetClientConnectionName(clientName(opts.Role))
+	cfg.Properties.SetClientConnectionName(clientName(role))
 	conn, err := amqp.DialConfig(uri.String(), cfg)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var ae *amqp.Error
-		switch {
-		case errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) && ae != amqp.ErrSASL:
-			return nil, authErrorf("AMQP broker at %s refused %s login as user %q to vhost %q: %s (give amqp://USER:PASSWORD@%s/VHOST)", addr, opts.Role, uri.Username, uri.Vhost, ae.Reason, addr)
-		case dialer.err() != nil:
-			return nil, unreachableErrorf("cannot connect %s to AMQP broker at %s: %v (is it running and listening there?)", opts.Role, addr, dialer.err())
-		}
-		return nil, unreachableErrorf("AMQP handshake of %s with %s failed: %v (is it an AMQP 0-9-1 listener?)", opts.Role, addr, err)
+		return nil, dialer.connectFailure(amqpNames, role, addr, err, amqpRefusal(err, uri, addr, role))
 	}
-	d.conn = conn
-	go d.watch(conn.NotifyClose(make(chan *amqp.Error, 1)), "connection")
+	return conn, nil
+}
 
-	ch, err := conn.Channel()
+// openChannel opens the channel every message goes through and, for a
+// producer asked for confirms, puts it in confirm mode.
+func (d *amqpDriver) openChannel() error {
+	ch, err := d.conn.Channel()
 	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("AMQP %s channel on %s: %w", opts.Role, addr, err)
+		return fmt.Errorf("AMQP %s channel on %s: %w", d.role, d.host, err)
 	}
 	d.ch = ch
 	go d.watch(ch.NotifyClose(make(chan *amqp.Error, 1)), "channel")
-	if d.confirm && opts.Role == "producer" {
-		if err := ch.Confirm(false); err != nil {
-			conn.Close()
-			return nil, fmt.Errorf("AMQP broker at %s refused confirm mode: %w", addr, err)
-		}
-		d.confirmed = make(chan struct{}, 1)
-		// The confirmation channel must be drained at all times: amqp091
-		// blocks its reader on it.
-		confirms := ch.NotifyPublish(make(chan amqp.Confirmation, 4096))
-		go func() {
-			for c := range confirms {
-				if c.Ack {
-					d.acked.Add(1)
-				} else {
-					d.nacked.Add(1)
-				}
-				select {
-				case d.confirmed <- struct{}{}:
-				default:
-				}
-			}
-		}()
+	if !d.confirm || d.role != "producer" {
+		return nil
 	}
-	return d, nil
+	if err := ch.Confirm(false); err != nil {
+		return fmt.Errorf("AMQP broker at %s refused confirm mode: %w", d.host, err)
+	}
+	d.confirmed = make(chan struct{}, 1)
+	// The confirmation channel must be drained at all times: amqp091
+	// blocks its reader on it.
+	go d.countConfirms(ch.NotifyPublish(make(chan amqp.Confirmation, 4096)))
+	return nil
+}
+
+// countConfirms counts the broker's acks and nacks and wakes a waiting
+// Flush after each.
+func (d *amqpDriver) countConfirms(confirms <-chan amqp.Confirmation) {
+	for c := range confirms {
+		if c.Ack {
+			d.acked.Add(1)
+		} else {
+			d.nacked.Add(1)
+		}
+		select {
+		case d.confirmed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // watch records why the broker closed the connection or channel.
@@ -251,5 +285,15 @@ func (d *amqpDriver) Dropped() int { return 0 }
 func (d *amqpDriver) Close() error {
 	d.closing.Store(true)
 	_ = d.conn.CloseDeadline(time.Now().Add(2 * time.Second))
+	return nil
+}
+
+// amqpRefusal is a refused login, if err is one (a failed SASL exchange
+// is not: that is a client without a mechanism the broker offers).
+func amqpRefusal(err error, uri amqp.URI, addr, role string) error {
+	var ae *amqp.Error
+	if errors.As(err, &ae) && (ae.Code == amqp.AccessRefused || ae.Code == amqp.NotAllowed) && ae != amqp.ErrSASL {
+		return authErrorf("AMQP broker at %s refused %s login as user %q to vhost %q: %s (give amqp://USER:PASSWORD@%s/VHOST)", addr, role, uri.Username, uri.Vhost, ae.Reason, addr)
+	}
 	return nil
 }

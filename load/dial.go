@@ -72,6 +72,33 @@ func (d *netDialer) err() error {
 	return d.lastErr
 }
 
+// protocolNames name a protocol in the errors of a failed connect.
+type protocolNames struct {
+	proto    string // "MQTT", in "MQTT handshake of producer …"
+	broker   string // "MQTT broker", in "cannot connect producer to MQTT broker at …"
+	server   string // "it" or "redis-server", in "(is it running and listening there?)"
+	listener string // "an MQTT 3.1.1 listener", in "(is it an MQTT 3.1.1 listener?)"
+}
+
+// connectFailure explains why a client library could not connect, checking
+// causes in the order a user should: a cancelled run; the broker's own
+// refusal, which only the protocol can tell from err (nil when it is
+// none); no TCP connection, which this dialer saw even when the library
+// reports something generic; else a failed handshake, most likely another
+// protocol listening on that port.
+func (d *netDialer) connectFailure(p protocolNames, role, addr string, err, refusal error) error {
+	if e := d.ctx.Err(); e != nil {
+		return e
+	}
+	if refusal != nil {
+		return refusal
+	}
+	if e := d.err(); e != nil {
+		return unreachableErrorf("cannot connect %s to %s at %s: %v (is %s running and listening there?)", role, p.broker, addr, e, p.server)
+	}
+	return unreachableErrorf("%s handshake of %s with %s failed: %v (is it %s?)", p.proto, role, addr, err, p.listener)
+}
+
 // hostPort is u's host:port, with the protocol's default port when the URL
 // names none.
 func hostPort(u *url.URL, defPort string) string {

@@ -15,6 +15,7 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,27 +57,13 @@ type Config = recfile.LoadOptions
 
 // withDefaults fills zero fields.
 func withDefaults(c Config) Config {
-	if c.URL == "" {
-		c.URL = DefaultURL
-	}
-	if c.Subject == "" {
-		c.Subject = DefaultSubject
-	}
-	if c.Size == 0 {
-		c.Size = DefaultSize
-	}
-	if c.Drain == 0 {
-		c.Drain = DefaultDrain
-	}
-	if c.Pattern == "" {
-		c.Pattern = PatternRegular
-	}
-	if c.Burst == 0 {
-		c.Burst = DefaultBurst
-	}
-	if c.LateAfter == 0 {
-		c.LateAfter = DefaultLateAfter
-	}
+	c.URL = cmp.Or(c.URL, DefaultURL)
+	c.Subject = cmp.Or(c.Subject, DefaultSubject)
+	c.Size = cmp.Or(c.Size, DefaultSize)
+	c.Drain = cmp.Or(c.Drain, DefaultDrain)
+	c.Pattern = cmp.Or(c.Pattern, PatternRegular)
+	c.Burst = cmp.Or(c.Burst, DefaultBurst)
+	c.LateAfter = cmp.Or(c.LateAfter, DefaultLateAfter)
 	if c.IDBase == 0 {
 		c.IDBase = uint64(time.Now().UnixMicro()) << 12
 	}
@@ -305,8 +292,47 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 
+	p := newProducer(pdrv, cfg, n)
+	// Touch every page now so the send path takes no page faults.
+	prefault(cons.recv)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sendEnd := p.runUntil(ctx)
+	runErr := drain(p, cons, cdrv, cfg.Drain)
+	drainEnd := monotime.Now()
+	dropped := cdrv.Dropped()
+	if runErr == nil {
+		runErr = cmp.Or(cdrv.Err(), pdrv.Err())
+	}
+
+	res := &Result{
+		Config:        cfg,
+		Driver:        u.Scheme,
+		URL:           u.Redacted(),
+		StartNs:       p.start,
+		SendEndNs:     sendEnd,
+		EndNs:         drainEnd,
+		Planned:       p.planned,
+		Duplicates:    int(cons.duplicates.Load()),
+		Unmarked:      int(cons.unmarked.Load()),
+		ClientDropped: dropped,
+		Interrupted:   p.interrupted,
+		Behind:        p.behind,
+	}
+	res.collect(p, cons)
+	if runErr != nil {
+		res.Error = runErr.Error()
+	}
+	res.summarize()
+	return res, runErr
+}
+
+// newProducer allocates and prefaults the per-message times of up to n
+// messages before the run, so that the send path does not allocate.
+func newProducer(drv Driver, cfg Config, n int) *producer {
 	p := &producer{
-		drv:      pdrv,
+		drv:      drv,
 		cfg:      cfg,
 		sched:    newSchedule(cfg.Rate, cfg.Pattern, cfg.Burst),
 		intended: make([]int64, n),
@@ -314,14 +340,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		body:     make([]byte, cfg.Size),
 	}
 	fillBody(p.body)
-	// Touch every page now so the send path takes no page faults.
 	prefault(p.intended)
 	prefault(p.send)
-	prefault(cons.recv)
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
+	return p
+}
 
+// runUntil sends on a goroutine of its own until the schedule ends or ctx
+// is cancelled, and returns when sending ended.
+func (p *producer) runUntil(ctx context.Context) int64 {
 	done := make(chan struct{})
 	stopWatch := context.AfterFunc(ctx, func() { close(done) })
 	defer stopWatch()
@@ -333,14 +359,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		p.run(done)
 	}()
 	<-finished
-	sendEnd := monotime.Now()
+	return monotime.Now()
+}
 
-	// Drain: everything published must reach the broker, then the consumer
-	// gets up to Drain (from the last send) for the rest.
-	deadline := time.Now().Add(cfg.Drain)
+// drain waits until everything published reached the broker, then gives
+// the consumer up to wait (from the last send) for the rest, and stops it.
+// It returns the first error of the run: the producer's, else a failed
+// flush.
+func drain(p *producer, cons *consumer, cdrv Driver, wait time.Duration) error {
+	deadline := time.Now().Add(wait)
 	var runErr error = p.err
 	flushCtx, cancel := context.WithDeadline(context.Background(), deadline)
-	if err := pdrv.Flush(flushCtx); err != nil && runErr == nil && p.sent > 0 {
+	if err := p.drv.Flush(flushCtx); err != nil && runErr == nil && p.sent > 0 {
 		runErr = fmt.Errorf("producer flush after %d messages: %w", p.sent, err)
 	}
 	cancel()
@@ -351,34 +381,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		time.Sleep(time.Millisecond)
 	}
 	cons.stopped.Store(true)
-	drainEnd := monotime.Now()
-	dropped := cdrv.Dropped()
-	if runErr == nil {
-		if err := cdrv.Err(); err != nil {
-			runErr = err
-		} else if err := pdrv.Err(); err != nil {
-			runErr = err
-		}
-	}
+	return runErr
+}
 
-	res := &Result{
-		Config:        cfg,
-		Driver:        u.Scheme,
-		URL:           u.Redacted(),
-		StartNs:       p.start,
-		SendEndNs:     sendEnd,
-		EndNs:         drainEnd,
-		Intended:      p.intended[:p.sent:p.sent],
-		Send:          p.send[:p.sent:p.sent],
-		Recv:          make([]int64, p.sent),
-		Planned:       p.planned,
-		Sent:          p.sent,
-		Duplicates:    int(cons.duplicates.Load()),
-		Unmarked:      int(cons.unmarked.Load()),
-		ClientDropped: dropped,
-		Interrupted:   p.interrupted,
-		Behind:        p.behind,
-	}
+// collect fills the per-message times of the messages sent and the counts
+// of received, missing and unexpected ones: a receive time in this run's id
+// range past the last sent is an id that was never sent.
+func (res *Result) collect(p *producer, cons *consumer) {
+	res.Intended = p.intended[:p.sent:p.sent]
+	res.Send = p.send[:p.sent:p.sent]
+	res.Recv = make([]int64, p.sent)
+	res.Sent = p.sent
 	unexpected := int(cons.unexpected.Load())
 	for i := range cons.recv {
 		t := atomic.LoadInt64(&cons.recv[i])
@@ -388,16 +401,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 				res.Received++
 			}
 		} else if t != 0 {
-			unexpected++ // an id in this run's range that was never sent
+			unexpected++
 		}
 	}
 	res.Unexpected = unexpected
 	res.Missing = res.Sent - res.Received
-	if runErr != nil {
-		res.Error = runErr.Error()
-	}
-	res.summarize()
-	return res, runErr
 }
 
 // fillBody writes the filler after the marker slot. '.' can never start or

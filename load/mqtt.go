@@ -35,6 +35,8 @@ type mqttDriver struct {
 // header for a short topic.
 const mqttMaxPayload = 268435455 - 1024
 
+var mqttNames = protocolNames{proto: "MQTT", broker: "MQTT broker", server: "it", listener: "an MQTT 3.1.1 listener"}
+
 func dialMQTT(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
 	q, err := urlOptions(u, "qos")
 	if err != nil {
@@ -89,20 +91,7 @@ func dialMQTT(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 		return nil, ctx.Err()
 	}
 	if err := tok.Error(); err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		switch {
-		case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword), errors.Is(err, packets.ErrorRefusedNotAuthorised):
-			user, _ := credentials(u)
-			return nil, authErrorf("MQTT broker at %s refused %s login %s: %v (give mqtt://USER:PASSWORD@%s)", addr, opts.Role, loginName(user), err, addr)
-		case errors.Is(err, packets.ErrorRefusedIDRejected), errors.Is(err, packets.ErrorRefusedServerUnavailable),
-			errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
-			return nil, fmt.Errorf("MQTT broker at %s refused the %s connection: %v", addr, opts.Role, err)
-		case dialer.err() != nil:
-			return nil, unreachableErrorf("cannot connect %s to MQTT broker at %s: %v (is it running and listening there?)", opts.Role, addr, dialer.err())
-		}
-		return nil, unreachableErrorf("MQTT handshake of %s with %s failed: %v (is it an MQTT 3.1.1 listener?)", opts.Role, addr, err)
+		return nil, dialer.connectFailure(mqttNames, opts.Role, addr, err, mqttRefusal(err, u, addr, opts.Role))
 	}
 	return d, nil
 }
@@ -177,5 +166,18 @@ func (d *mqttDriver) Dropped() int { return 0 }
 
 func (d *mqttDriver) Close() error {
 	d.c.Disconnect(250)
+	return nil
+}
+
+// mqttRefusal is the broker's refusal in a CONNACK, if err is one.
+func mqttRefusal(err error, u *url.URL, addr, role string) error {
+	switch {
+	case errors.Is(err, packets.ErrorRefusedBadUsernameOrPassword), errors.Is(err, packets.ErrorRefusedNotAuthorised):
+		user, _ := credentials(u)
+		return authErrorf("MQTT broker at %s refused %s login %s: %v (give mqtt://USER:PASSWORD@%s)", addr, role, loginName(user), err, addr)
+	case errors.Is(err, packets.ErrorRefusedIDRejected), errors.Is(err, packets.ErrorRefusedServerUnavailable),
+		errors.Is(err, packets.ErrorRefusedBadProtocolVersion):
+		return fmt.Errorf("MQTT broker at %s refused the %s connection: %v", addr, role, err)
+	}
 	return nil
 }

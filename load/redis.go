@@ -40,6 +40,8 @@ type redisDriver struct {
 // longer ends the run with an error rather than hanging it.
 const redisCommandTimeout = 10 * time.Second
 
+var redisNames = protocolNames{proto: "Redis", broker: "Redis", server: "redis-server", listener: "a Redis listener"}
+
 func dialRedis(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
 	if _, err := urlOptions(u); err != nil {
 		return nil, err
@@ -86,17 +88,7 @@ func dialRedis(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error
 	}
 	if err != nil {
 		d.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if msg := err.Error(); strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") ||
-			strings.Contains(msg, "invalid password") || strings.Contains(msg, "AUTH <password> called without any password") {
-			return nil, authErrorf("Redis at %s refused %s login %s: %s (give redis://[USER]:PASSWORD@%s)", addr, opts.Role, loginName(user), msg, addr)
-		}
-		if dialer.err() != nil {
-			return nil, unreachableErrorf("cannot connect %s to Redis at %s: %v (is redis-server running and listening there?)", opts.Role, addr, dialer.err())
-		}
-		return nil, unreachableErrorf("Redis handshake of %s with %s failed: %v (is it a Redis listener?)", opts.Role, addr, err)
+		return nil, dialer.connectFailure(redisNames, opts.Role, addr, err, redisRefusal(err, addr, opts.Role, user))
 	}
 	return d, nil
 }
@@ -184,4 +176,14 @@ func (d *redisDriver) Close() error {
 		_ = d.ps.Close()
 	}
 	return d.cl.Close()
+}
+
+// redisRefusal is a refused login, if err is one: Redis says so only in
+// the text of its error reply, which differs between versions.
+func redisRefusal(err error, addr, role, user string) error {
+	if msg := err.Error(); strings.Contains(msg, "WRONGPASS") || strings.Contains(msg, "NOAUTH") ||
+		strings.Contains(msg, "invalid password") || strings.Contains(msg, "AUTH <password> called without any password") {
+		return authErrorf("Redis at %s refused %s login %s: %s (give redis://[USER]:PASSWORD@%s)", addr, role, loginName(user), msg, addr)
+	}
+	return nil
 }

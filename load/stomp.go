@@ -52,6 +52,8 @@ const (
 // ActiveMQ "User name [x] or password is invalid").
 var stompAuthRE = regexp.MustCompile(`(?i)access refused|password|authenticat|credential|login|not authori[sz]ed|unauthori[sz]ed|security`)
 
+var stompNames = protocolNames{proto: "STOMP", broker: "STOMP broker", server: "it", listener: "a STOMP listener"}
+
 func dialSTOMP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
 	q, err := urlOptions(u, "ack", "vhost")
 	if err != nil {
@@ -78,10 +80,7 @@ func dialSTOMP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error
 	dialer := &netDialer{ctx: ctx}
 	conn, err := dialer.dial("tcp", addr)
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, unreachableErrorf("cannot connect %s to STOMP broker at %s: %v (is it running and listening there?)", opts.Role, addr, err)
+		return nil, dialer.connectFailure(stompNames, opts.Role, addr, err, nil)
 	}
 	copts := []func(*stomp.Conn) error{
 		stomp.ConnOpt.Host(vhost),
@@ -100,18 +99,7 @@ func dialSTOMP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error
 	c, err := stomp.ConnectWithContext(hctx, conn, copts...)
 	if err != nil {
 		conn.Close()
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var se stomp.Error
-		if errors.As(err, &se) && se.Frame != nil {
-			text := stompErrorText(se)
-			if stompAuthRE.MatchString(text) {
-				return nil, authErrorf("STOMP broker at %s refused %s login %s: %s (give stomp://USER:PASSWORD@%s/...)", addr, opts.Role, loginName(user), text, addr)
-			}
-			return nil, fmt.Errorf("STOMP broker at %s refused the %s connection: %s", addr, opts.Role, text)
-		}
-		return nil, unreachableErrorf("STOMP handshake of %s with %s failed: %v (is it a STOMP listener?)", opts.Role, addr, err)
+		return nil, dialer.connectFailure(stompNames, opts.Role, addr, err, stompRefusal(err, addr, opts.Role, user))
 	}
 	return &stompDriver{c: c, dest: dest, ack: ack, role: opts.Role, host: addr}, nil
 }
@@ -252,3 +240,17 @@ func (quietLogger) Debug(string)                    {}
 func (quietLogger) Info(string)                     {}
 func (quietLogger) Warning(string)                  {}
 func (quietLogger) Error(string)                    {}
+
+// stompRefusal is the broker's ERROR frame in answer to CONNECT, if err
+// carries one.
+func stompRefusal(err error, addr, role, user string) error {
+	var se stomp.Error
+	if !errors.As(err, &se) || se.Frame == nil {
+		return nil
+	}
+	text := stompErrorText(se)
+	if stompAuthRE.MatchString(text) {
+		return authErrorf("STOMP broker at %s refused %s login %s: %s (give stomp://USER:PASSWORD@%s/...)", addr, role, loginName(user), text, addr)
+	}
+	return fmt.Errorf("STOMP broker at %s refused the %s connection: %s", addr, role, text)
+}

@@ -25,6 +25,20 @@ import (
 // was full), map_full (updates lost because a map was full), missed
 // (program runs the kernel skipped, see RecursionMisses).
 
+// TracepointPath names the hook type of a probe whose programs attach to
+// tracepoints: typed tp_btf where the kernel allows it, raw_tp otherwise.
+type TracepointPath string
+
+const (
+	// PathAuto tries PathBTF and falls back to PathRaw.
+	PathAuto TracepointPath = ""
+	// PathBTF: tp_btf programs with typed arguments and direct loads.
+	PathBTF TracepointPath = "tp_btf"
+	// PathRaw: raw_tp programs reading through bpf_probe_read_kernel, for
+	// kernels that refuse tp_btf.
+	PathRaw TracepointPath = "raw_tp"
+)
+
 // Open opens a probe on the path asked for, or, when asked is "" (auto), on
 // the first of paths that loads and attaches: a path of typed tp_btf
 // programs or a newer kernel's tracepoints before its fallback. It runs

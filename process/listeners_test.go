@@ -6,6 +6,8 @@ import (
 	"os"
 	"slices"
 	"testing"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // procTCP is /proc/net/tcp as the kernel prints it: addresses as 32-bit
@@ -137,7 +139,7 @@ func TestListeners(t *testing.T) {
 // TestNetNS: a namespace's inode is the one the thread sees inside it, and
 // bad paths say what is wrong.
 func TestNetNS(t *testing.T) {
-	requireRoot(t) // setns
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe") // setns
 	self, err := NetNSInode(NetNSPath(os.Getpid()))
 	if err != nil || self == 0 {
 		t.Fatalf("NetNSInode = %d, %v", self, err)

@@ -20,16 +20,11 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 const natsServer = "/usr/sbin/nats-server"
-
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: reads other processes' /proc/PID/fd and /proc/PID/exe")
-	}
-}
 
 // child is a started process that is killed and reaped at test cleanup.
 type child struct {
@@ -105,17 +100,6 @@ func startUnreaped(t *testing.T, cmd *exec.Cmd) *exec.Cmd {
 	return cmd
 }
 
-// freePort returns a TCP port that was free on host a moment ago.
-func freePort(t *testing.T, host string) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatalf("listen on %s: %v", host, err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
-
 // startNATS starts nats-server on host and a free port and waits until it
 // answers with its INFO line there, so the port is known to be its own.
 func startNATS(t *testing.T, host string) (*child, int) {
@@ -124,7 +108,7 @@ func startNATS(t *testing.T, host string) (*child, int) {
 		t.Fatalf("nats-server not installed: %v", err)
 	}
 	for attempt := 0; attempt < 5; attempt++ {
-		port := freePort(t, host)
+		port := testutil.FreePort(t, host)
 		c := start(t, exec.Command(natsServer, "-a", host, "-p", strconv.Itoa(port)))
 		addr := net.JoinHostPort(host, strconv.Itoa(port))
 		deadline := time.Now().Add(30 * time.Second)
@@ -194,7 +178,7 @@ func deadPID(t *testing.T) int {
 }
 
 func TestByPID(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	c := start(t, exec.Command("sleep", "1000.25"))
 	p, err := ByPID(c.pid())
 	if err != nil {
@@ -228,7 +212,7 @@ func TestByPID(t *testing.T) {
 }
 
 func TestByPIDErrors(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	for _, pid := range []int{0, -1} {
 		_, err := ByPID(pid)
 		if err == nil || !strings.Contains(err.Error(), "pid must be positive") || errors.Is(err, ErrNotFound) {
@@ -320,7 +304,7 @@ func kernelThread(t *testing.T) int {
 }
 
 func TestByPort(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	for _, host := range []string{"127.0.0.1", "::1"} {
 		t.Run(host, func(t *testing.T) {
 			if host == "::1" {
@@ -350,7 +334,7 @@ func TestByPort(t *testing.T) {
 // the listening socket: this test process creates it and passes it to a
 // child, as a forking broker would; the lower pid (the parent) is chosen.
 func TestByPortShared(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -390,8 +374,8 @@ func TestByPortShared(t *testing.T) {
 }
 
 func TestByPortErrors(t *testing.T) {
-	requireRoot(t)
-	port := freePort(t, "127.0.0.1")
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
+	port := testutil.FreePort(t, "127.0.0.1")
 	_, err := ByPort(port)
 	want := fmt.Sprintf("no process is listening on TCP port %d (is the broker running? check with: ss -ltnp)", port)
 	if !errors.Is(err, ErrNotFound) || err.Error() != want {
@@ -409,7 +393,7 @@ func TestByPortErrors(t *testing.T) {
 // basename are three different unique names, so each matching rule is tested
 // alone and no other process on the machine can interfere.
 func TestByNameRules(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	sfx := uniqueSuffix(t)
 	dir := t.TempDir()
 	exeName, linkName, argName := "bte-"+sfx, "btl-"+sfx, "bta-"+sfx
@@ -482,7 +466,7 @@ func listedPIDs(msg string) []int {
 }
 
 func TestByNameNotFound(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	name := "bt-nosuch-" + uniqueSuffix(t)
 	_, err := ByName(name)
 	if !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), fmt.Sprintf("no process named %q", name)) {
@@ -522,7 +506,7 @@ func TestByNameNotFound(t *testing.T) {
 // run nats-server concurrently, so an ambiguity with processes this test did
 // not start skips the uniqueness check rather than failing.
 func TestByNameNATS(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	nats, port := startNATS(t, "127.0.0.1")
 	p, err := ByName("nats-server")
 	switch {
@@ -565,7 +549,7 @@ var waiters = map[string]waiter{
 }
 
 func TestWaitExit(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	for name, wait := range waiters {
 		t.Run(name, func(t *testing.T) {
 			// Not reaped: exit must be seen while the process is a
@@ -615,7 +599,7 @@ func TestWaitExit(t *testing.T) {
 }
 
 func TestWaitExitContext(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	c := start(t, exec.Command("sleep", "1000"))
 	p, err := ByPID(c.pid())
 	if err != nil {
@@ -646,7 +630,7 @@ func TestWaitExitContext(t *testing.T) {
 // TestPIDReuse checks that a Process whose pid now names another process
 // (different start time) counts as exited.
 func TestPIDReuse(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	c := start(t, exec.Command("sleep", "1000"))
 	p, err := ByPID(c.pid())
 	if err != nil {
@@ -670,7 +654,7 @@ func TestPIDReuse(t *testing.T) {
 }
 
 func TestThreads(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "reads other processes' /proc/PID/fd and /proc/PID/exe")
 	nats, _ := startNATS(t, "127.0.0.1")
 	p, err := ByPID(nats.pid())
 	if err != nil {

@@ -136,12 +136,21 @@ type GSORow struct {
 }
 
 // Columns the sources add to messages.csv after MessageColumns, each
-// source's in its place in the table of sources.
+// source's in its place in the table of sources. An empty field is a value
+// the source could not know for that message (counted in meta.json).
+const (
+	// The scheduler source: switches out of the target's threads, and
+	// their on-CPU time, between t_in and t_out.
+	CtxswColumn = "ctxsw"
+	OnCPUColumn = "oncpu_ns"
+	// The socket-queue source: when the message's last byte was queued on
+	// the broker's socket, and t_in − t_arrive, its wait in the socket's
+	// receive queue.
+	ArriveColumn    = "t_arrive_ns"
+	SockqWaitColumn = "sockq_wait_ns"
+)
+
 var (
-	// SchedMessageColumns: switches out of the target's threads, and their
-	// on-CPU time, between t_in and t_out.
-	SchedMessageColumns = []string{"ctxsw", "oncpu_ns"}
-	// SockqMessageColumns: when the message's bytes were queued on the
-	// broker's socket, and how long they waited there.
-	SockqMessageColumns = []string{"t_arrive_ns", "sockq_wait_ns"}
+	SchedMessageColumns = []string{CtxswColumn, OnCPUColumn}
+	SockqMessageColumns = []string{ArriveColumn, SockqWaitColumn}
 )

@@ -221,7 +221,7 @@ func readExtras(path string) (*msgExtras, error) {
 		for _, c := range []struct {
 			name string
 			d    *[]float64
-		}{{"ctxsw", &x.ctxsw}, {"oncpu_ns", &x.oncpu}, {"sockq_wait_ns", &x.wait}} {
+		}{{recfile.CtxswColumn, &x.ctxsw}, {recfile.OnCPUColumn, &x.oncpu}, {recfile.SockqWaitColumn, &x.wait}} {
 			if _, ok := idx[c.name]; ok {
 				dst = append(dst, c.d)
 				names = append(names, c.name)

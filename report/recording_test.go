@@ -2,9 +2,6 @@ package report
 
 import (
 	"context"
-	"os"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +10,7 @@ import (
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/collect"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/probes/netstack"
 	"github.com/brokertrace/brokertrace/probes/sched"
@@ -27,32 +25,6 @@ import (
 // directory, as `brokertrace record --out D` beside `brokertrace load --out D`
 // would.
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load eBPF programs")
-	}
-}
-
-// lineWatcher closes seen when a line with the prefix is written.
-type lineWatcher struct {
-	mu     sync.Mutex
-	prefix string
-	seen   chan struct{}
-	once   sync.Once
-}
-
-func (w *lineWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range strings.Split(string(p), "\n") {
-		if strings.HasPrefix(l, w.prefix) {
-			w.once.Do(func() { close(w.seen) })
-		}
-	}
-	return len(p), nil
-}
-
 // recordRun records srv into recDir while load.Run sends cfg through it,
 // writing e2e.csv and load.json into loadDir (which may be recDir).
 func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg load.Config) (*record.Result, *load.Result) {
@@ -63,7 +35,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	attached := make(chan struct{})
+	attached := testutil.NewAttachedWatcher()
 	done := make(chan struct{})
 	var res *record.Result
 	var rerr error
@@ -71,7 +43,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 		defer close(done)
 		res, rerr = record.Run(ctx, record.Config{
 			Target: proc, SelectedBy: "pid", Out: recDir,
-			Live:         &lineWatcher{prefix: "brokertrace: attached", seen: attached},
+			Live:         attached,
 			LiveInterval: time.Second,
 			Sources: []source.Source{
 				sched.NewSource(sched.Options{}),
@@ -83,7 +55,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 		})
 	}()
 	select {
-	case <-attached:
+	case <-attached.Seen():
 	case <-done:
 		t.Fatalf("recording ended before attaching: %v", rerr)
 	case <-time.After(60 * time.Second):

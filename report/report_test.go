@@ -20,6 +20,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/analysis"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 )
 
@@ -29,7 +30,7 @@ import (
 // together. Every number of the summary is analysis' number for the same
 // data; every figure is in the HTML and reproducible with gnuplot.
 func TestRecordingReport(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
 	base := t.TempDir()
 	recDir, loadDir := filepath.Join(base, "rec"), filepath.Join(base, "load")

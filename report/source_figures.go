@@ -291,26 +291,14 @@ func (w *writer) threadsFigure(r *Run, name string) (*figure, error) {
 	return f, nil
 }
 
-// datNum writes a number for a .dat file (nan when unknown).
-func datNum(v float64) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "nan"
-	}
-	return fmtNum(v, 6)
-}
-
-func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
-	if r.rec == nil {
-		return nil, errNoFigure
-	}
-	t := r.rec.packets
-	if t == nil {
-		return nil, errNoFigure
-	}
+// payloadBins histograms the payload sizes of the packets in direction
+// dir, in about 200 bins of a nice width, and counts the packets without
+// payload apart: they would squash the histogram to one bar at 0. Without
+// any packet with a payload there is nothing to draw: errNoFigure.
+func payloadBins(t *rowsFile[recfile.PacketRow], dir string) (bins []analysis.Bin, width int64, acks int64, err error) {
 	var hi int64
 	type sz struct{ size, n int64 }
 	var rows []sz
-	var acks int64
 	for _, row := range t.rows {
 		if row.Direction != dir {
 			continue
@@ -324,21 +312,40 @@ func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
 		hi = max(hi, s)
 	}
 	if len(rows) == 0 {
-		return nil, errNoFigure
+		return nil, 0, 0, errNoFigure
 	}
 	h, err := analysis.NewHistogram(hi, 3)
 	if err != nil {
-		return nil, err
+		return nil, 0, 0, err
 	}
 	lo := hi
 	for _, x := range rows {
 		if err := h.HDR.RecordValues(x.size, x.n); err != nil {
-			return nil, fmt.Errorf("%s: payload %d: %w", t.path, x.size, err)
+			return nil, 0, 0, fmt.Errorf("%s: payload %d: %w", t.path, x.size, err)
 		}
 		lo = min(lo, x.size)
 	}
-	width := analysis.NiceWidth(float64(hi-lo) / 200)
-	bins, err := h.Bins(width)
+	width = analysis.NiceWidth(float64(hi-lo) / 200)
+	bins, err = h.Bins(width)
+	return bins, width, acks, err
+}
+
+// datNum writes a number for a .dat file (nan when unknown).
+func datNum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "nan"
+	}
+	return fmtNum(v, 6)
+}
+
+// packetsFigure is the histogram of TCP payload sizes in one direction
+// ("in" or "out"): one size per message size when the broker neither
+// splits nor coalesces, more when it does.
+func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
+	if r.rec == nil || r.rec.packets == nil {
+		return nil, errNoFigure
+	}
+	bins, width, acks, err := payloadBins(r.rec.packets, dir)
 	if err != nil {
 		return nil, err
 	}

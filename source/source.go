@@ -37,6 +37,16 @@ type Env struct {
 // the recording.
 var ErrUnavailable = errors.New("not available on this host")
 
+// Unavailable returns err as a Start error that lets the recording go on
+// without the source: it matches ErrUnavailable and says only err's words,
+// since the recording prefixes the source's name.
+func Unavailable(err error) error { return unavailable{err} }
+
+type unavailable struct{ error }
+
+func (unavailable) Is(target error) bool { return target == ErrUnavailable }
+func (e unavailable) Unwrap() error      { return e.error }
+
 // A Source is a probe or collector that runs beside the socket probe for the
 // whole recording: scheduler probes, CPU accounting, packet capture. Data
 // flows one way: a Source reads its kernel or /proc data, the recording
@@ -141,4 +151,20 @@ type Spec struct {
 	// New returns the source for a recording of target as the flags say,
 	// nil when they turn it off, or an error for bad flag values.
 	New func(target *process.Process) (Source, error)
+}
+
+// Switch is the Spec of a source that has one flag, on by default, to turn
+// it off.
+func Switch(name, flag, usage string, make func() Source) Spec {
+	var on bool
+	return Spec{
+		Name:  name,
+		Flags: func(fl *pflag.FlagSet) { fl.BoolVar(&on, flag, true, usage) },
+		New: func(*process.Process) (Source, error) {
+			if !on {
+				return nil, nil
+			}
+			return make(), nil
+		},
+	}
 }

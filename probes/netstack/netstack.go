@@ -27,16 +27,13 @@ import (
 )
 
 // Path names the hook type the probe's programs attach with.
-type Path string
+type Path = probes.TracepointPath
 
+// The paths: auto, tp_btf, raw_tp.
 const (
-	// PathAuto tries PathBTF and falls back to PathRaw.
-	PathAuto Path = ""
-	// PathBTF: tp_btf programs with typed arguments and direct loads.
-	PathBTF Path = "tp_btf"
-	// PathRaw: raw_tp programs reading through bpf_probe_read_kernel, for
-	// kernels that refuse tp_btf.
-	PathRaw Path = "raw_tp"
+	PathAuto = probes.PathAuto
+	PathBTF  = probes.PathBTF
+	PathRaw  = probes.PathRaw
 )
 
 // Buckets is how many segment counts the histograms hold exactly (0 to

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -14,17 +13,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-func needRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and creates network namespaces")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip (make deps installs iproute2)")
-	}
-}
+	"github.com/brokertrace/brokertrace/internal/testutil"
+)
 
 // newNetns creates a network namespace with lo up, deleted at cleanup.
 func newNetns(t *testing.T) string {
@@ -177,7 +168,8 @@ func find(hs []Hist, dir string) *Hist {
 // segment either socket sent is counted exactly once, by the kernel's own
 // segment counts, and nothing of the other namespace.
 func TestCountsSegmentsOfOneNamespace(t *testing.T) {
-	needRoot(t)
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
+	testutil.RequireTools(t, "ip")
 	for _, path := range []Path{PathBTF, PathRaw} {
 		t.Run(string(path), func(t *testing.T) {
 			target, other := newNetns(t), newNetns(t)

@@ -39,13 +39,6 @@ func NewSource() *Source { return &Source{} }
 // Name implements source.Source.
 func (s *Source) Name() string { return "netstack" }
 
-// unavailable marks a Start error that lets the recording go on without
-// the source (errors.Is(err, source.ErrUnavailable)) and keeps err's
-// message, which the recording prefixes with the source's name.
-type unavailable struct{ error }
-
-func (unavailable) Is(target error) bool { return target == source.ErrUnavailable }
-
 // Start finds the target's ports and namespace and attaches the probe; a
 // target that listens on nothing, or a kernel without the tracepoints or
 // BPF, gives source.ErrUnavailable.
@@ -53,24 +46,24 @@ func (s *Source) Start(env *source.Env) error {
 	pid := env.Target.PID
 	ls, err := process.Listeners(pid)
 	if err != nil {
-		return unavailable{err}
+		return source.Unavailable(err)
 	}
 	ports := process.Ports(ls)
 	if len(ports) == 0 {
-		return unavailable{fmt.Errorf("pid %d listens on no TCP port, so no packet is known to be the broker's", pid)}
+		return source.Unavailable(fmt.Errorf("pid %d listens on no TCP port, so no packet is known to be the broker's", pid))
 	}
 	path := process.NetNSPath(pid)
 	ifaces, err := interfaces(path)
 	if err != nil {
-		return unavailable{fmt.Errorf("cannot list the interfaces of %s: %v", path, err)}
+		return source.Unavailable(fmt.Errorf("cannot list the interfaces of %s: %v", path, err))
 	}
 	ino, err := process.NetNSInode(path)
 	if err != nil {
-		return unavailable{err}
+		return source.Unavailable(err)
 	}
 	tr, err := Open(Options{Ports: ports, NetNS: ino, Path: s.ForcePath})
 	if err != nil {
-		return unavailable{err}
+		return source.Unavailable(err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

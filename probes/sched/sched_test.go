@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +19,13 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/probes"
 )
 
+// needRoot skips the test unless the process may load eBPF programs. It asks
+// probes.CheckPrivileges rather than testutil.RequireRoot because CAP_BPF
+// and CAP_PERFMON without root are enough for the scheduler probe.
 func needRoot(t testing.TB) {
 	t.Helper()
 	if err := probes.CheckPrivileges(); err != nil {
@@ -400,7 +403,7 @@ func TestNatsServer(t *testing.T) {
 	if _, err := os.Stat(bin); err != nil {
 		t.Skipf("%s not installed (make deps installs it): %v", bin, err)
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t, "127.0.0.1")
 	srv := exec.Command(bin, "-a", "127.0.0.1", "-p", strconv.Itoa(port))
 	if err := srv.Start(); err != nil {
 		t.Fatal(err)
@@ -480,16 +483,6 @@ func TestNatsServer(t *testing.T) {
 		}
 	}
 	checkHealth(t, tr)
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestCPUSwitchesMatchPerf compares the per-CPU count of every switch on

@@ -124,7 +124,7 @@ func (s *Source) Drain() error {
 	return err
 }
 
-func (s *Source) Columns() []string { return []string{"ctxsw", "oncpu_ns"} }
+func (s *Source) Columns() []string { return recfile.SchedMessageColumns }
 
 func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 	s.mu.Lock()

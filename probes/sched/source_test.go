@@ -2,49 +2,20 @@ package sched
 
 import (
 	"context"
-	"encoding/csv"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/brokertrace/brokertrace/source"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
 )
-
-type attachedWriter struct {
-	once sync.Once
-	ch   chan struct{}
-}
-
-func (w *attachedWriter) Write(p []byte) (int, error) {
-	if strings.HasPrefix(string(p), "brokertrace: attached") {
-		w.once.Do(func() { close(w.ch) })
-	}
-	return len(p), nil
-}
-
-func readCSV(t *testing.T, path string) ([]string, [][]string) {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(rows) == 0 {
-		t.Fatalf("%s: %v", path, err)
-	}
-	return rows[0], rows[1:]
-}
 
 func col(t *testing.T, hdr []string, name string) int {
 	for i, h := range hdr {
@@ -78,7 +49,7 @@ func TestSourceNATS(t *testing.T) {
 	dir := t.TempDir()
 	src := NewSource(Options{})
 	ctx, cancel := context.WithCancel(context.Background())
-	attached := &attachedWriter{ch: make(chan struct{})}
+	attached := testutil.NewAttachedWatcher()
 	done := make(chan error, 1)
 	var res *record.Result
 	go func() {
@@ -87,7 +58,7 @@ func TestSourceNATS(t *testing.T) {
 		done <- err
 	}()
 	select {
-	case <-attached.ch:
+	case <-attached.Seen():
 	case err := <-done:
 		t.Fatalf("recording ended: %v", err)
 	}
@@ -106,7 +77,7 @@ func TestSourceNATS(t *testing.T) {
 	}
 	m := meta.Meta.(Meta)
 
-	hdr, rows := readCSV(t, filepath.Join(dir, recfile.MessagesFile))
+	hdr, rows := testutil.ReadCSV(t, filepath.Join(dir, recfile.MessagesFile))
 	if len(rows) != n {
 		t.Fatalf("%d rows", len(rows))
 	}
@@ -120,7 +91,7 @@ func TestSourceNATS(t *testing.T) {
 		sumSw += sw
 	}
 
-	sh, srows := readCSV(t, filepath.Join(dir, SchedFile))
+	sh, srows := testutil.ReadCSV(t, filepath.Join(dir, SchedFile))
 	var in, out, target int64
 	for _, r := range srows {
 		in += num(t, r[col(t, sh, "msgs_in")])
@@ -146,7 +117,7 @@ func TestSourceNATS(t *testing.T) {
 		t.Fatalf("meta %+v", m)
 	}
 
-	th, trows := readCSV(t, filepath.Join(dir, ThreadsFile))
+	th, trows := testutil.ReadCSV(t, filepath.Join(dir, ThreadsFile))
 	var read, written int64
 	for _, r := range trows {
 		read += num(t, r[col(t, th, "messages_read")])

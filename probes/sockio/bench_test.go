@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/probes"
 )
@@ -128,7 +129,7 @@ func writeLoop(b *testing.B, buf []byte, progs []*ebpf.Program) {
 // "none" has no program; "floor" an empty program on the same hook;
 // "probe" the real probe with no marker and with one marker in the bytes.
 func BenchmarkSocketCall(b *testing.B) {
-	requireRoot(b)
+	testutil.RequireRoot(b, "loads eBPF programs")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		b.Fatal(err)
@@ -165,7 +166,7 @@ func BenchmarkSocketCall(b *testing.B) {
 
 // BenchmarkScan: the probe's cost per KiB scanned, from writes of 64 KiB.
 func BenchmarkScan(b *testing.B) {
-	requireRoot(b)
+	testutil.RequireRoot(b, "loads eBPF programs")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		b.Fatal(err)
@@ -196,7 +197,7 @@ func BenchmarkScan(b *testing.B) {
 // BenchmarkEventRate: markers delivered to user space per second, with
 // writes of 32 back-to-back markers, and the drops (which must be zero).
 func BenchmarkEventRate(b *testing.B) {
-	requireRoot(b)
+	testutil.RequireRoot(b, "loads eBPF programs")
 	tr, err := Open(Options{PID: os.Getpid(), Path: PathSock})
 	if err != nil {
 		b.Fatal(err)

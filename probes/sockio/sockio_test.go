@@ -14,19 +14,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 )
 
 // These tests attach the real probe to the test process itself and move
 // bytes through real loopback TCP sockets with the exact system calls under
 // test, so every marker's id, offset and call are known.
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load eBPF programs")
-	}
-}
 
 // collector runs a Tracer's Read loop and keeps copies of the events.
 type collector struct {
@@ -39,7 +33,7 @@ type collector struct {
 
 func attachProbe(t testing.TB, opts Options) *collector {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	if opts.PID == 0 {
 		opts.PID = os.Getpid()
 	}
@@ -464,7 +458,7 @@ func TestScanLimit(t *testing.T) {
 // TestRingBufferDrops fills a one-page ring buffer that nobody reads: every
 // event is either delivered later or counted as dropped, exactly.
 func TestRingBufferDrops(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	tr, err := Open(Options{PID: os.Getpid(), RingSize: os.Getpagesize()})
 	if err != nil {
 		t.Fatal(err)
@@ -501,7 +495,7 @@ func TestRingBufferDrops(t *testing.T) {
 
 // TestFilters: other processes and non-TCP sockets are not traced.
 func TestFilters(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	other := exec.Command("sleep", "30")
 	if err := other.Start(); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -30,7 +31,7 @@ import (
 // loop), prog-ns/run and runs/write. On the tcp_probe path the hook also
 // runs for the ACKs the client receives (another port: the early return).
 func BenchmarkReceive(b *testing.B) {
-	requireRoot(b)
+	testutil.RequireRoot(b, "loads eBPF programs")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
 	if err != nil {
 		b.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes/sockio"
@@ -21,13 +22,6 @@ import (
 // so the sequence numbers every sample must show are known. The socket
 // probe (sockio), attached to the test process too, reports the reads with
 // the socket identity and sequence numbers the samples must agree with.
-
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to load eBPF programs")
-	}
-}
 
 // sampler runs a Tracer's Read loop and keeps the samples.
 type sampler struct {
@@ -41,7 +35,7 @@ type sampler struct {
 
 func startSampler(t testing.TB, opts Options) *sampler {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	tr, err := Open(opts)
 	if err != nil {
 		t.Fatalf("Open(%+v): %v", opts, err)
@@ -133,7 +127,7 @@ func readFull(t testing.TB, fd int, n int) {
 func TestSamplesMatchReads(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			requireRoot(t)
+			testutil.RequireRoot(t, "loads eBPF programs")
 			ln, port := listener(t)
 			sq := startSampler(t, Options{Ports: []uint16{port}, Path: path})
 			if sq.tr.Path() != string(path) {
@@ -260,7 +254,7 @@ func TestSamplesMatchReads(t *testing.T) {
 // TestOtherPortsIgnored: traffic on a port that is not watched, and on the
 // client side of a watched connection, produces no samples.
 func TestOtherPortsIgnored(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	ln, port := listener(t)
 	ln2, other := listener(t)
 	sq := startSampler(t, Options{Ports: []uint16{port}})
@@ -286,7 +280,7 @@ func TestOtherPortsIgnored(t *testing.T) {
 
 // TestSetPorts: ports can be added and removed while the probe runs.
 func TestSetPorts(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	ln, port := listener(t)
 	sq := startSampler(t, Options{Ports: []uint16{}})
 	client, server := connect(t, ln, port)

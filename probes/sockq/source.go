@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -20,10 +21,10 @@ import (
 	"github.com/brokertrace/brokertrace/monotime"
 )
 
-// Columns the source adds to messages.csv.
+// Columns the source adds to messages.csv (declared in recfile).
 const (
-	ArriveColumn = "t_arrive_ns"   // when the message's last byte was queued on the broker's socket
-	WaitColumn   = "sockq_wait_ns" // t_in − t_arrive: its wait in the socket's receive queue
+	ArriveColumn = recfile.ArriveColumn
+	WaitColumn   = recfile.SockqWaitColumn
 )
 
 // DefaultHorizon is how far behind the newest sample samples are kept: a
@@ -174,7 +175,7 @@ func (s *Source) Drain() error {
 	return err
 }
 
-func (s *Source) Columns() []string { return []string{ArriveColumn, WaitColumn} }
+func (s *Source) Columns() []string { return recfile.SockqMessageColumns }
 
 // Annotate appends t_arrive_ns and sockq_wait_ns, or two empty fields when
 // the arrival is unknown (counted by reason in meta.json).

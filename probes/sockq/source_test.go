@@ -3,7 +3,6 @@ package sockq
 import (
 	"bufio"
 	"context"
-	"encoding/csv"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/process"
@@ -48,7 +48,7 @@ type sent struct {
 // t_arrive keeps their send times, and sockq_wait of the first of them is
 // the length of the pause.
 func TestPauseNATS(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads eBPF programs")
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) { pauseNATS(t, path) })
 	}
@@ -91,16 +91,16 @@ func pauseNATS(t *testing.T, path Path) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	attached := make(chan struct{})
+	w := testutil.NewAttachedWatcher()
 	var res *record.Result
 	go func() {
 		var err error
 		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []source.Source{src},
-			Window: 10 * time.Millisecond, Live: &lineWatcher{prefix: "brokertrace: attached", seen: attached}})
+			Window: 10 * time.Millisecond, Live: w})
 		done <- err
 	}()
 	select {
-	case <-attached:
+	case <-w.Seen():
 	case err := <-done:
 		t.Fatalf("recording ended before attaching: %v", err)
 	case <-time.After(30 * time.Second):
@@ -191,7 +191,7 @@ func pauseNATS(t *testing.T, path Path) {
 	if meta.Path != string(path) || meta.Rows != count || meta.Unknown != 0 || meta.Counters.Dropped != 0 {
 		t.Errorf("meta %+v", meta)
 	}
-	if !slices.Contains(meta.Ports, uint16(portOf(t, srv.Addr))) {
+	if !slices.Contains(meta.Ports, uint16(testutil.PortOf(t, srv.Addr))) {
 		t.Errorf("ports %v do not include the broker's %s", meta.Ports, srv.Addr)
 	}
 
@@ -298,15 +298,6 @@ func dialRawNATS(t *testing.T, addr string) net.Conn {
 	return c
 }
 
-func portOf(t *testing.T, addr string) int {
-	_, p, _ := net.SplitHostPort(addr)
-	n, err := strconv.Atoi(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // waitState waits until /proc/PID/stat shows the state.
 func waitState(t *testing.T, pid int, state byte) {
 	t.Helper()
@@ -326,26 +317,18 @@ func waitState(t *testing.T, pid int, state byte) {
 // readRows reads messages.csv with the source's columns.
 func readRows(t *testing.T, dir string) []row {
 	t.Helper()
-	f, err := os.Open(filepath.Join(dir, recfile.MessagesFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
+	header, recs := testutil.ReadCSV(t, filepath.Join(dir, recfile.MessagesFile))
 	col := map[string]int{}
-	for i, c := range recs[0] {
+	for i, c := range header {
 		col[c] = i
 	}
 	for _, c := range []string{"id", "t_in_ns", "t_out_ns", ArriveColumn, WaitColumn} {
 		if _, ok := col[c]; !ok {
-			t.Fatalf("messages.csv has no %s column: %v", c, recs[0])
+			t.Fatalf("messages.csv has no %s column: %v", c, header)
 		}
 	}
 	var rows []row
-	for _, rec := range recs[1:] {
+	for _, rec := range recs {
 		var r row
 		id, err := strconv.ParseUint(rec[col["id"]], 10, 64)
 		if err != nil {
@@ -366,23 +349,4 @@ func readRows(t *testing.T, dir string) []row {
 		rows = append(rows, r)
 	}
 	return rows
-}
-
-// lineWatcher closes seen when a line with the prefix is written.
-type lineWatcher struct {
-	mu     sync.Mutex
-	prefix string
-	seen   chan struct{}
-	once   sync.Once
-}
-
-func (w *lineWatcher) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, l := range strings.Split(string(p), "\n") {
-		if strings.HasPrefix(l, w.prefix) {
-			w.once.Do(func() { close(w.seen) })
-		}
-	}
-	return len(p), nil
 }
