@@ -327,7 +327,7 @@ func TestBusyCgroup(t *testing.T) {
 func TestBusyCgroupV2(t *testing.T) {
 	testutil.RequireRoot(t, "creates cgroups and reads the target's /proc files")
 	if discover("").unified == nil {
-		t.Skip("no cgroup2 hierarchy")
+		testutil.Skipf(t, "no cgroup2 hierarchy")
 	}
 	g := newGroup(t, GroupOptions{version: "v2"})
 	proc := startBusy(t, g)
@@ -434,7 +434,7 @@ func TestStartErrors(t *testing.T) {
 		t.Run(version, func(t *testing.T) {
 			l := discover("")
 			if (version == "v1" && l.cpuacct == nil) || (version == "v2" && l.unified == nil) {
-				t.Skip("no " + version)
+				testutil.Skipf(t, "no %s", version)
 			}
 			g := newGroup(t, GroupOptions{version: version})
 			bad := filepath.Join(t.TempDir(), "not-a-program")
@@ -497,7 +497,7 @@ func TestCgroupMissing(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if c.name == "root cgroup" {
 				if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", proc.PID)); !strings.Contains(string(b), "cpuacct:/\n") && !strings.HasSuffix(string(b), "0::/\n") {
-					t.Skipf("the test does not run in the root cgroup:\n%s", b)
+					testutil.Skipf(t, "the test does not run in the root cgroup:\n%s", b)
 				}
 			}
 			r := runSource(t, proc, c.opts, 3)

@@ -3,7 +3,6 @@ package record_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,9 +27,7 @@ import (
 // end to end; the
 // scheduler source names the broker's threads.
 func TestBrokers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testutil.RequireRoot(t, "loads eBPF programs")
 	type broker struct {
 		name string
 		// start returns the broker's pid and the load URL.

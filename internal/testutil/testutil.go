@@ -11,22 +11,40 @@ import (
 	"testing"
 )
 
+// InCI reports whether the tests run in CI (CI=true), where make test
+// runs as root after installing every package the tests need.
+func InCI() bool { return os.Getenv("CI") != "" }
+
+// Skipf skips the test on a developer's machine that lacks what it needs,
+// and fails it in CI: there the condition is a broken set-up, and a skip
+// would hide a test that never ran. A test whose condition cannot be met on
+// CI's machine calls tb.Skip itself and says why.
+func Skipf(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if InCI() {
+		tb.Fatalf("would skip in CI, where it must run: "+format, args...)
+	}
+	tb.Skipf(format, args...)
+}
+
 // RequireRoot skips the test unless it runs as root (loading eBPF
 // programs, creating cgroups and network namespaces, reading other
-// processes' /proc files). why says what the test needs root for.
+// processes' /proc files); in CI it fails instead. why says what the test
+// needs root for.
 func RequireRoot(tb testing.TB, why string) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		tb.Skip("needs root: " + why)
+		Skipf(tb, "needs root: %s", why)
 	}
 }
 
-// RequireTools skips the test unless every program is in $PATH.
+// RequireTools skips the test unless every program is in $PATH; in CI it
+// fails instead.
 func RequireTools(tb testing.TB, programs ...string) {
 	tb.Helper()
 	for _, p := range programs {
 		if _, err := exec.LookPath(p); err != nil {
-			tb.Skipf("needs %s (make deps installs it)", p)
+			Skipf(tb, "needs %s (make deps installs it)", p)
 		}
 	}
 }
