@@ -24,6 +24,11 @@ import (
 const (
 	childEnv  = "BROKERTRACE_SCHED_CHILD"
 	roundsEnv = "BROKERTRACE_SCHED_ROUNDS"
+	// pinEnv places childPingPong's workers: pinTwo (the default) puts A
+	// on CPU 0 and B on CPU 1, pinOne puts both on CPU 1.
+	pinEnv = "BROKERTRACE_SCHED_PIN"
+	pinOne = "one"
+	pinTwo = "two"
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +51,8 @@ func runChild(mode string) {
 		childPin1(in)
 	case "sigstorm":
 		childSigStorm(in)
+	case "spin2":
+		childSpin2(in)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown child mode %q\n", mode)
 		os.Exit(2)
@@ -91,11 +98,11 @@ func childPingPong(in *bufio.Reader, n int) {
 		runtime.LockOSThread()
 		defer runtime.UnlockOSThread()
 		if avail.IsSet(0) && avail.IsSet(1) {
-			var set unix.CPUSet
-			set.Set(id)
-			if err := unix.SchedSetaffinity(0, &set); err != nil {
-				die("sched_setaffinity", err)
+			cpu := id
+			if os.Getenv(pinEnv) == pinOne {
+				cpu = 1
 			}
+			pinTo(cpu)
 		}
 		tids[id] <- unix.Gettid()
 		peer := <-peers[id]
@@ -189,7 +196,14 @@ func childPingPong(in *bufio.Reader, n int) {
 // read(2) on fd: state S in its stat, and its syscall file (which shows the
 // call only for a thread off CPU) naming read (0) and fd.
 func isBlockedInRead(tid, fd int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	return taskBlockedInRead(fmt.Sprintf("/proc/self/task/%d", tid), fd)
+}
+
+// taskBlockedInRead is isBlockedInRead for the task whose /proc directory
+// is dir. The syscall file shows the call only once the task is off its CPU:
+// its switch-out has happened.
+func taskBlockedInRead(dir string, fd int) bool {
+	b, err := os.ReadFile(dir + "/stat")
 	if err != nil {
 		return false
 	}
@@ -197,7 +211,7 @@ func isBlockedInRead(tid, fd int) bool {
 	if i := strings.LastIndexByte(s, ')'); i < 0 || len(s) < i+3 || s[i+2] != 'S' {
 		return false
 	}
-	b, err = os.ReadFile(fmt.Sprintf("/proc/self/task/%d/syscall", tid))
+	b, err = os.ReadFile(dir + "/syscall")
 	return err == nil && strings.HasPrefix(string(b), fmt.Sprintf("0 0x%x ", fd))
 }
 
@@ -322,6 +336,52 @@ func childSpin(in *bufio.Reader) {
 	fmt.Println("done", x&1)
 	_, _ = io.Copy(io.Discard, in)
 }
+
+// childSpin2: two threads pinned to CPU 1 each burn spin2CPU of their own
+// CPU time between "go" and "done", so each waits on the run queue while
+// the other runs.
+//
+//	-> ready <tid1> <tid2>
+//	<- go
+//	-> done
+//	<- EOF
+func childSpin2(in *bufio.Reader) {
+	tids := make(chan int, 2)
+	start := make(chan struct{})
+	finished := make(chan int64, 2)
+	for range 2 {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			pinTo(1)
+			tids <- unix.Gettid()
+			<-start
+			var ts unix.Timespec
+			cpu := func() int64 {
+				_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+				return ts.Nano()
+			}
+			x, begin := int64(0), cpu()
+			for cpu()-begin < int64(spin2CPU) {
+				for i := range 1000 {
+					x += int64(i)
+				}
+			}
+			finished <- x
+		}()
+	}
+	fmt.Println("ready", <-tids, <-tids)
+	if _, err := in.ReadString('\n'); err != nil {
+		die("waiting for go", err)
+	}
+	close(start)
+	x := <-finished + <-finished
+	fmt.Println("done", x&1)
+	_, _ = io.Copy(io.Discard, in)
+}
+
+// spin2CPU is the CPU time each childSpin2 thread burns.
+const spin2CPU = 150 * time.Millisecond
 
 // childPin1: one thread pinned to CPU 1 sleeps 200 µs in a loop, switching
 // that CPU to idle and back about 2×5000 times a second, until stdin EOF.
