@@ -28,6 +28,7 @@ check-generated: deps
 test: deps build check-generated
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m -p 1 ./...
+	GO=$(GO) scripts/fuzz.sh
 
 # Benchmarks print each figure next to its floor measured in the same run.
 bench: deps build

@@ -1,9 +1,13 @@
 package recfile
 
 import (
+	"encoding/csv"
+	"fmt"
+	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -53,22 +57,77 @@ func TestCreateMessagesUnwritable(t *testing.T) {
 	}
 }
 
-// FuzzReadMessages: any file either parses into rows whose latency column
-// agrees with the times, or is rejected with an error; never a panic.
+// FuzzReadMessages: a file either is refused, or every number it reads is
+// the number the text says, exactly: read as an arbitrary-precision
+// integer from the same field, not through the column's type, so a value
+// that does not fit (a port of 70000, a copy of 2³²+1) cannot come back
+// truncated. Rows also keep latency_ns = t_out_ns − t_in_ns.
 func FuzzReadMessages(f *testing.F) {
 	f.Add("id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n1,2,3,1,4,5,6,7,8,9,1\n")
+	f.Add("id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n1,2,3,1,4,5,70000,7,8,9,1\n")
+	f.Add("id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n1,2,3,1,4,5,6,7,8,9,4294967297\n")
+	f.Add("copy,out_rport,out_lport,in_rport,in_lport,out_tid,in_tid,latency_ns,t_out_ns,t_in_ns,id,extra\n1,2,3,4,5,6,7,-1,-5,-4,18446744073709551615,x\n")
 	f.Add("id\n1\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		p := filepath.Join(t.TempDir(), "m.csv")
-		os.WriteFile(p, []byte(s), 0o644)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		rows, err := ReadMessages(p)
 		if err != nil {
 			return
 		}
-		for _, r := range rows {
+		recs, err := csv.NewReader(strings.NewReader(s)).ReadAll()
+		if err != nil || len(recs) != len(rows)+1 {
+			t.Fatalf("accepted %d rows of a file encoding/csv reads as %d records (%v)", len(rows), len(recs), err)
+		}
+		at := map[string]int{}
+		for i, h := range recs[0] {
+			at[h] = i
+		}
+		for i, r := range rows {
 			if r.Latency != r.TOut-r.TIn {
 				t.Fatalf("row %+v: latency_ns disagrees with the times", r)
 			}
+			got := []any{r.ID, r.TIn, r.TOut, r.Latency, r.InTID, r.OutTID, r.InLPort, r.InRPort, r.OutLPort, r.OutRPort, r.Copy}
+			for j, col := range MessageColumns {
+				text := recs[i+1][at[col]]
+				want, ok := new(big.Int).SetString(text, 10)
+				if !ok || fmt.Sprint(got[j]) != want.String() {
+					t.Fatalf("row %d column %s: %q read as %v", i+1, col, text, got[j])
+				}
+			}
+		}
+	})
+}
+
+// FuzzMessagesRoundTrip: rows written by MessageWriter, with the sources'
+// columns after them, read back equal.
+func FuzzMessagesRoundTrip(f *testing.F) {
+	f.Add(uint64(1<<63+1), int64(100), int64(150), uint32(3), uint32(4), uint16(4222), uint16(5000), uint16(4222), uint16(5001), uint32(1), 3)
+	f.Add(uint64(1<<64-1), int64(-1<<62), int64(1<<62), uint32(1<<32-1), uint32(0), uint16(65535), uint16(0), uint16(1), uint16(65535), uint32(1<<32-1), 1)
+	f.Fuzz(func(t *testing.T, id uint64, tIn, lat int64, inTID, outTID uint32, il, ir, ol, or uint16, cp uint32, n int) {
+		n = 1 + n&7
+		dir := t.TempDir()
+		mw, err := CreateMessages(dir, []string{"ctxsw", "note"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []Message
+		for k := range n {
+			m := Message{ID: id + uint64(k), TIn: tIn, TOut: tIn + lat, Latency: lat, InTID: inTID, OutTID: outTID,
+				InLPort: il, InRPort: ir, OutLPort: ol, OutRPort: or, Copy: cp + uint32(k)}
+			want = append(want, m)
+			if err := mw.Write(&m, fmt.Appendf(nil, ",%d,\"a,b\"", k)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := ReadMessages(filepath.Join(dir, MessagesFile))
+		if err != nil || !slices.Equal(got, want) {
+			t.Fatalf("read back %+v (%v)\nwrote %+v", got, err, want)
 		}
 	})
 }
