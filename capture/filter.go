@@ -109,9 +109,12 @@ func buildFilter(ports []uint16, snapLen int, dropOutgoing bool) ([]bpf.RawInstr
 	a.op(bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 2})
 	a.op(bpf.ALUOpX{Op: bpf.ALUOpAdd})
 
-	// A = end of the TCP header. A malformed data offset (< 5 words) would
-	// cut the header short; take snapLen then and let user space count the
-	// packet as unparsed rather than lose it in the kernel.
+	// A = end of the TCP header. An end below the shortest IPv4 + TCP
+	// header can only come from a malformed data offset (< 5 words): take
+	// snapLen then. Behind a longer IP header (IPv4 options, IPv6) such an
+	// offset still ends past that, and the packet is cut at the short end.
+	// Either way it reaches user space, which counts it as unparsed rather
+	// than lose it in the kernel.
 	a.label("cap")
 	a.jgt(uint32(snapLen), "snap", "")
 	a.jge(ipv4HdrMin+tcpHdrMin, "", "snap")
