@@ -34,17 +34,25 @@ type recording struct {
 
 func startRecording(t *testing.T, srv *testbroker.NATS, path sockio.Path) *recording {
 	t.Helper()
+	return startRecordingConfig(t, srv, Config{Out: t.TempDir(), Path: path})
+}
+
+// startRecordingConfig starts Run with cfg on the server and waits until
+// it attached.
+func startRecordingConfig(t *testing.T, srv *testbroker.NATS, cfg Config) *recording {
+	t.Helper()
 	proc, err := process.ByPID(srv.PID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recording{dir: t.TempDir(), done: make(chan struct{})}
+	r := &recording{dir: cfg.Out, done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	live := testutil.NewAttachedWatcher()
+	cfg.Target, cfg.SelectedBy, cfg.Live, cfg.LiveInterval = proc, "pid", live, 200*time.Millisecond
 	go func() {
 		defer close(r.done)
-		r.res, r.err = Run(ctx, Config{Target: proc, SelectedBy: "pid", Out: r.dir, Path: path, Live: live, LiveInterval: 200 * time.Millisecond})
+		r.res, r.err = Run(ctx, cfg)
 	}()
 	select {
 	case <-live.Seen():
@@ -81,10 +89,9 @@ func (r *recording) stop(t *testing.T) (*Result, []recfile.Message) {
 // nats-server. Every id is found exactly once in and once out, and the
 // broker's times agree with the end-to-end times the clients measured on the
 // same clock: the broker read the message after it was sent and before the
-// consumer received it, and its latency is shorter than the end-to-end
-// latency for all but a rare few (t_out may follow t_recv: on loopback the
-// consumer is handed the bytes inside the broker's sendmsg, before the call
-// returns and the probe stamps it).
+// consumer received it, and the consumer received it after the broker's
+// write that carried it began (checkWriteBegan), which also bounds the rare
+// message whose broker latency is not below the end-to-end latency.
 func TestNATSLoad(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	for _, path := range []sockio.Path{sockio.PathSock, sockio.PathSyscalls} {
@@ -122,7 +129,7 @@ func TestNATSLoad(t *testing.T) {
 						m.ID, lr.Send[i], m.TIn, m.TOut, lr.Recv[i])
 				}
 				if m.Latency >= lr.Recv[i]-lr.Send[i] {
-					late++
+					late++ // explained and bounded by checkWriteBegan
 				}
 				if m.Latency > int64(time.Second) {
 					t.Fatalf("id %d: implausible latency %v", m.ID, time.Duration(m.Latency))
@@ -135,13 +142,7 @@ func TestNATSLoad(t *testing.T) {
 			if len(seen) != 6000 {
 				t.Fatalf("%d of 6000 ids in messages.csv", len(seen))
 			}
-			// Loopback hands the bytes to the consumer inside the broker's
-			// sendmsg; if the broker is preempted before the call returns,
-			// its write is "done" after the consumer already has the
-			// message. Rare, but physical: allow 1%.
-			if late > len(seen)/100 {
-				t.Fatalf("%d of %d messages: broker latency not below end-to-end latency", late, len(seen))
-			}
+			checkWriteBegan(t, msgs, func(id uint64) int64 { return lr.Recv[sent[id]] })
 			c := res.Meta.Messages
 			if c.Messages != 6000 || c.Copies != 6000 || c.InWithoutOut != 0 || c.OutWithoutIn != 0 || c.DuplicateIn != 0 {
 				t.Fatalf("counts %+v", c)
@@ -154,9 +155,37 @@ func TestNATSLoad(t *testing.T) {
 				t.Fatalf("warnings: %v", res.Meta.Warnings)
 			}
 			h := res.Latency
-			t.Logf("%s: 6000/6000 messages; broker latency p50 %s p99 %s max %s; %d reads, %d writes",
-				path, source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)), source.FormatNs(h.Max()), st.Calls[0], st.Calls[1])
+			t.Logf("%s: 6000/6000 messages, %d stamped out after the consumer had them; broker latency p50 %s p99 %s max %s; %d reads, %d writes",
+				path, late, source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)), source.FormatNs(h.Max()), st.Calls[0], st.Calls[1])
 		})
+	}
+}
+
+// checkWriteBegan: a consumer receives a message once the broker's write
+// that carried it has begun, which is after the previous write on the same
+// connection returned (nats-server writes to a connection from one flusher
+// at a time). So t_recv lies after the t_out of the connection's previous
+// write. This bounds, exactly, the messages whose broker latency reaches the
+// end-to-end latency (docs/formats.md, t_out_ns: on loopback the consumer
+// gets the bytes inside the broker's write, before the call returns and is
+// stamped): t_out − t_recv is less than that write's duration.
+func checkWriteBegan(t *testing.T, msgs []recfile.Message, recv func(id uint64) int64) {
+	t.Helper()
+	outs := map[uint16][]int64{} // distinct t_out of each consumer connection's writes, sorted
+	for _, m := range msgs {
+		outs[m.OutRPort] = append(outs[m.OutRPort], m.TOut)
+	}
+	for port, ts := range outs {
+		slices.Sort(ts)
+		outs[port] = slices.Compact(ts)
+	}
+	for _, m := range msgs {
+		ts := outs[m.OutRPort]
+		k, _ := slices.BinarySearch(ts, m.TOut)
+		if k > 0 && recv(m.ID) <= ts[k-1] {
+			t.Fatalf("id %d: received at %d, before its write began (the previous write on port %d returned at %d, this one at %d)",
+				m.ID, recv(m.ID), m.OutRPort, ts[k-1], m.TOut)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -50,31 +49,9 @@ func TestRecordCtrlC(t *testing.T) {
 	port := srv.Addr[strings.LastIndex(srv.Addr, ":")+1:]
 	out := filepath.Join(t.TempDir(), "rec")
 	cmd := exec.Command(binary, "record", "--port", port, "--out", out, "--json")
-	stderr, _ := cmd.StderrPipe()
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	attached := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "brokertrace: attached") {
-				attached <- sc.Text()
-			}
-		}
-		close(attached)
-	}()
-	select {
-	case line, ok := <-attached:
-		if !ok || !strings.Contains(line, "pid "+strconv.Itoa(srv.PID())) {
-			t.Fatalf("attached line %q", line)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attached line")
-	}
+	waitAttached(t, cmd, srv.PID())
 	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.cli", Rate: 3000, Count: 3000, Drain: 5 * time.Second})
 	if err != nil || lr.Received != 3000 {
 		t.Fatalf("load: %v (%d received)", err, lr.Received)
