@@ -23,7 +23,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
-	"github.com/gopacket/gopacket/pcapgo"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
@@ -495,8 +494,6 @@ func TestCopyIfaces(t *testing.T) {
 	want := map[string]bool{"lo": false, "br0": false, "v0": true, "v1": false}
 	if withIfb {
 		want["ifb9"] = true
-	} else {
-		t.Log("no ifb module: ifb part skipped")
 	}
 	if !maps.Equal(copies, want) {
 		t.Errorf("copies %v, want %v", copies, want)
@@ -506,6 +503,9 @@ func TestCopyIfaces(t *testing.T) {
 	if !slices.Equal(got, []string{"br0", "lo", "v1"}) {
 		t.Errorf("wildcard chose %v", got)
 	}
+	if !withIfb {
+		testutil.Skipf(t, "no ifb module: the ifb part was not checked")
+	}
 }
 
 // ---- GSO and GRO on a veth pair ----
@@ -513,7 +513,8 @@ func TestCopyIfaces(t *testing.T) {
 // TestHelperBroker is the "broker" of TestGSOAndGRO when run as a child in
 // the broker's namespace: it accepts one connection on $CAPTURE_BROKER,
 // reads until EOF, answers with $CAPTURE_BROKER_SEND bytes in 64 KiB
-// writes, shuts down, and prints the segments its socket sent once closed.
+// writes, shuts down, and prints its socket's counts once closed (see
+// brokerCounts).
 func TestHelperBroker(t *testing.T) {
 	addr := os.Getenv("CAPTURE_BROKER")
 	if addr == "" {
@@ -558,7 +559,7 @@ func helperBroker(addr string, send int) error {
 			return err
 		}
 		if info.State == unix.BPF_TCP_CLOSE {
-			fmt.Printf("received=%d segs_out=%d retrans=%d\n", got, info.Segs_out, info.Total_retrans)
+			fmt.Printf("received=%d segs_out=%d retrans=%d segs_in=%d bytes_retrans=%d\n", got, info.Segs_out, info.Total_retrans, info.Segs_in, info.Bytes_retrans)
 			return nil
 		}
 		if time.Now().After(deadline) {
@@ -566,6 +567,49 @@ func helperBroker(addr string, send int) error {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// startHelperBroker runs TestHelperBroker in namespace ns, listening on
+// addr and answering with send bytes, and waits until it listens.
+func startHelperBroker(t *testing.T, ns, addr string, send int) (*process.Process, *bufio.Scanner) {
+	t.Helper()
+	child := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestHelperBroker$", "-test.count=1")
+	child.Env = append(os.Environ(), "CAPTURE_BROKER="+addr, fmt.Sprintf("CAPTURE_BROKER_SEND=%d", send))
+	stdout, _ := child.StdoutPipe()
+	child.Stderr = os.Stderr
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+	lines := bufio.NewScanner(stdout)
+	if !lines.Scan() || lines.Text() != "READY" {
+		t.Fatalf("broker child: %q", lines.Text())
+	}
+	proc, err := process.ByPID(child.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc, lines
+}
+
+// brokerCounts are the helper broker's socket's TCP_INFO counts: bytes
+// received, segments sent (retransmissions included), segments and bytes
+// retransmitted, segments received (the SYN and duplicates included).
+type brokerCounts struct {
+	received, segsOut, retrans, segsIn, bytesRetrans uint64
+}
+
+func readBrokerCounts(t *testing.T, lines *bufio.Scanner) brokerCounts {
+	t.Helper()
+	var b brokerCounts
+	if !lines.Scan() {
+		t.Fatal("broker child ended without its counts")
+	}
+	if _, err := fmt.Sscanf(lines.Text(), "received=%d segs_out=%d retrans=%d segs_in=%d bytes_retrans=%d",
+		&b.received, &b.segsOut, &b.retrans, &b.segsIn, &b.bytesRetrans); err != nil {
+		t.Fatalf("broker child: %q (%v)", lines.Text(), err)
+	}
+	return b
 }
 
 // TestGSOAndGRO reproduces ICPE'14 Fig. 6 with the kernel's own counts: a
@@ -593,22 +637,7 @@ func TestGSOAndGRO(t *testing.T) {
 			ethtool(t, v.b, v.ifB, "tso", onoff, "gso", onoff, "gro", onoff)
 
 			const port, msgSize, msgs, answer = 5672, 1030, 20000, 8 << 20
-			child := exec.Command("ip", "netns", "exec", v.b, os.Args[0], "-test.run=^TestHelperBroker$", "-test.count=1")
-			child.Env = append(os.Environ(), "CAPTURE_BROKER="+net.JoinHostPort(v.ipB, strconv.Itoa(port)), fmt.Sprintf("CAPTURE_BROKER_SEND=%d", answer))
-			stdout, _ := child.StdoutPipe()
-			child.Stderr = os.Stderr
-			if err := child.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-			lines := bufio.NewScanner(stdout)
-			if !lines.Scan() || lines.Text() != "READY" {
-				t.Fatalf("broker child: %q", lines.Text())
-			}
-			proc, err := process.ByPID(child.Process.Pid)
-			if err != nil {
-				t.Fatal(err)
-			}
+			proc, lines := startHelperBroker(t, v.b, net.JoinHostPort(v.ipB, strconv.Itoa(port)), answer)
 			dir := t.TempDir()
 			env := &source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}
 			capt := NewSource(SourceOptions{})
@@ -632,12 +661,9 @@ func TestGSOAndGRO(t *testing.T) {
 			if n, err := io.Copy(io.Discard, c); err != nil || n != answer {
 				t.Fatalf("client read %d bytes (%v)", n, err)
 			}
-			var received, brokerSegs, brokerRetrans uint64
-			if !lines.Scan() {
-				t.Fatal("broker child ended without its counts")
-			}
-			if _, err := fmt.Sscanf(lines.Text(), "received=%d segs_out=%d retrans=%d", &received, &brokerSegs, &brokerRetrans); err != nil || received != msgSize*msgs {
-				t.Fatalf("broker child: %q (%v)", lines.Text(), err)
+			bc := readBrokerCounts(t, lines)
+			if bc.received != msgSize*msgs {
+				t.Fatalf("broker received %d bytes, want %d", bc.received, msgSize*msgs)
 			}
 			ci := tcpInfo(t, c) // TIME_WAIT: every segment sent
 			capt.Sample(monotime.Now())
@@ -648,6 +674,7 @@ func TestGSOAndGRO(t *testing.T) {
 			}
 			var metas [2]source.Result
 			for i, s := range []source.Source{capt, ns} {
+				var err error
 				if metas[i], err = s.Finish(&source.Timeline{}); err != nil {
 					t.Fatalf("%s: %v", s.Name(), err)
 				}
@@ -673,27 +700,22 @@ func TestGSOAndGRO(t *testing.T) {
 			outSKBs, outSegs, outMulti, outMax := gsoSum(rows, "out", v.ifB)
 			t.Logf("in at %s: %d skbs, %d segments, %d merged, max %d; out: %d skbs, %d segments, %d multi-segment, max %d",
 				v.ifB, inSKBs, inSegs, inMulti, inMax, outSKBs, outSegs, outMulti, outMax)
-			t.Logf("client sent %d segments (%d retransmitted), broker %d (%d retransmitted)", ci.Segs_out, ci.Total_retrans, brokerSegs, brokerRetrans)
+			t.Logf("client sent %d segments (%d retransmitted), broker %+v", ci.Segs_out, ci.Total_retrans, bc)
 			for _, r := range rows {
 				if r.iface != v.ifB {
 					t.Errorf("gso.csv row on %s: %+v", r.iface, r)
 				}
 			}
-			// Every segment, merged or not, counted once: the client's
-			// arrive, the broker's (plus its listener's SYN-ACK) leave.
-			// Retransmissions (a loaded machine overflows veth's ring)
-			// break the sockets' side of this: a TIME_WAIT socket's ACKs
-			// are not in its segs_out, and a requeued skb passes the
-			// transmit hook (and the packet tap) twice.
-			if ci.Total_retrans == 0 && brokerRetrans == 0 {
-				if inSegs != uint64(ci.Segs_out) {
-					t.Errorf("in: %d segments counted, client sent %d", inSegs, ci.Segs_out)
-				}
-				if outSegs != brokerSegs+1 {
-					t.Errorf("out: %d segments counted, broker sent %d+1", outSegs, brokerSegs)
-				}
-			} else {
-				t.Logf("retransmissions: segment totals not compared with the sockets")
+			// Every segment, merged or not, counted once, as the broker's
+			// socket counts it: arriving (segs_in: the SYN, and
+			// retransmitted duplicates, included; drops on the veth come
+			// before both) and leaving (segs_out, retransmissions
+			// included, plus its listener's SYN-ACK).
+			if inSegs != bc.segsIn || inSegs > uint64(ci.Segs_out) {
+				t.Errorf("in: %d segments counted, broker received %d, client sent %d", inSegs, bc.segsIn, ci.Segs_out)
+			}
+			if outSegs != bc.segsOut+1 {
+				t.Errorf("out: %d segments counted, broker sent %d+1", outSegs, bc.segsOut)
 			}
 			// The capture at the same interface (and lo, which carries
 			// nothing here) sees the same skbs.
@@ -718,25 +740,7 @@ func TestGSOAndGRO(t *testing.T) {
 // (destination port == port: in), decoding with gopacket.
 func pcapCounts(t *testing.T, path string, port uint16) (in, out uint64) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var r interface {
-		ReadPacketData() ([]byte, gopacket.CaptureInfo, error)
-	}
-	var lt layers.LinkType
-	if ng, err := pcapgo.NewNgReader(f, pcapgo.DefaultNgReaderOptions); err == nil {
-		r, lt = ng, ng.LinkType()
-	} else {
-		f.Seek(0, io.SeekStart)
-		pr, err := pcapgo.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, lt = pr, pr.LinkType()
-	}
+	r, lt := openPcap(t, path)
 	for {
 		data, _, err := r.ReadPacketData()
 		if err == io.EOF {
@@ -768,26 +772,11 @@ func TestBigTCPv6(t *testing.T) {
 	ns := newNetns(t, "big", false)
 	sh(t, "ip", "-n", ns, "link", "set", "lo", "mtu", "1500")
 	if out, err := exec.Command("ip", "-n", ns, "link", "set", "lo", "gso_max_size", "262144", "gro_max_size", "262144").CombinedOutput(); err != nil {
-		t.Skipf("cannot enable BIG TCP: %v %s", err, out)
+		testutil.Skipf(t, "cannot enable BIG TCP: %v %s", err, out)
 	}
 	const port, answer = 4444, 64 << 20
 	dir := t.TempDir()
-	child := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestHelperBroker$", "-test.count=1")
-	child.Env = append(os.Environ(), fmt.Sprintf("CAPTURE_BROKER=[::1]:%d", port), fmt.Sprintf("CAPTURE_BROKER_SEND=%d", answer))
-	stdout, _ := child.StdoutPipe()
-	child.Stderr = os.Stderr
-	if err := child.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { child.Process.Kill(); child.Wait() })
-	lines := bufio.NewScanner(stdout)
-	if !lines.Scan() || lines.Text() != "READY" {
-		t.Fatalf("broker child: %q", lines.Text())
-	}
-	proc, err := process.ByPID(child.Process.Pid)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proc, lines := startHelperBroker(t, ns, fmt.Sprintf("[::1]:%d", port), answer)
 	// libpcap's "tcp" does not look past a hop-by-hop header either: take
 	// all IPv6, the namespace has nothing else.
 	td := startTcpdump(t, ns, "lo", port, filepath.Join(dir, "tcpdump.pcap"), "ip6")
@@ -805,17 +794,14 @@ func TestBigTCPv6(t *testing.T) {
 	if n, err := io.Copy(io.Discard, c); err != nil || n != answer {
 		t.Fatalf("client read %d bytes (%v)", n, err)
 	}
-	var received, brokerSegs, retrans uint64
-	if !lines.Scan() {
-		t.Fatal("broker child ended without its counts")
-	}
-	fmt.Sscanf(lines.Text(), "received=%d segs_out=%d retrans=%d", &received, &brokerSegs, &retrans)
+	bc := readBrokerCounts(t, lines)
 	ci := tcpInfo(t, c)
 	var res [2]source.Result
 	for i, s := range []source.Source{capt, nsrc} {
 		if err := s.Drain(); err != nil {
 			t.Fatal(err)
 		}
+		var err error
 		if res[i], err = s.Finish(&source.Timeline{}); err != nil || len(res[i].Warnings) > 0 {
 			t.Fatalf("%s: %v %q", s.Name(), err, res[i].Warnings)
 		}
@@ -824,9 +810,10 @@ func TestBigTCPv6(t *testing.T) {
 		t.Fatalf("tcpdump dropped %d packets", d)
 	}
 	cm := res[0].Meta.(*CaptureMeta)
-	t.Logf("capture: in %d packets, out %d packets, %d B, largest %d B; broker sent %d segments", cm.In.Packets, cm.Out.Packets, cm.Out.PayloadBytes, cm.Out.MaxPayload, brokerSegs)
-	if (retrans == 0 && cm.Out.PayloadBytes != answer) || cm.Out.PayloadBytes < answer || cm.In.PayloadBytes != 1000 || cm.Out.MaxPayload <= 65535 {
-		t.Errorf("capture: out %d B (largest %d), in %d B; sent %d and 1000", cm.Out.PayloadBytes, cm.Out.MaxPayload, cm.In.PayloadBytes, answer)
+	t.Logf("capture: in %d packets, out %d packets, %d B, largest %d B; broker %+v", cm.In.Packets, cm.Out.Packets, cm.Out.PayloadBytes, cm.Out.MaxPayload, bc)
+	// Leaving: the answer and every byte the broker retransmitted.
+	if cm.Out.PayloadBytes != answer+bc.bytesRetrans || cm.In.PayloadBytes < 1000 || cm.In.PayloadBytes > 1000+ci.Bytes_retrans || cm.Out.MaxPayload <= 65535 {
+		t.Errorf("capture: out %d B (largest %d), in %d B; sent %d + %d retransmitted and 1000 + ≤ %d", cm.Out.PayloadBytes, cm.Out.MaxPayload, cm.In.PayloadBytes, answer, bc.bytesRetrans, ci.Bytes_retrans)
 	}
 	tin, tout := pcapCounts(t, td.path, port)
 	pin, pout := pcapCounts(t, pcap, port)
@@ -857,12 +844,12 @@ func TestBigTCPv6(t *testing.T) {
 	if inSKBs != cm.In.Packets || outSKBs != cm.Out.Packets {
 		t.Errorf("skbs in/out %d/%d, captured %d/%d", inSKBs, outSKBs, cm.In.Packets, cm.Out.Packets)
 	}
-	// Without retransmissions (lo drops only when its backlog overflows),
-	// the segments are exactly what the sockets sent.
-	if retrans == 0 && ci.Total_retrans == 0 {
-		if outMeta.Segments != brokerSegs+1 || outMeta.PayloadBytes != answer || inSegs != uint64(ci.Segs_out) {
-			t.Errorf("segments out %d (broker sent %d+1), %d B; in %d (client sent %d)", outMeta.Segments, brokerSegs, outMeta.PayloadBytes, inSegs, ci.Segs_out)
-		}
+	// The segments are what the broker's socket counts, retransmissions
+	// included (lo drops only when its backlog overflows, before the
+	// receiving socket counts).
+	if outMeta.Segments != bc.segsOut+1 || outMeta.PayloadBytes != answer+bc.bytesRetrans || inSegs != bc.segsIn {
+		t.Errorf("segments out %d (broker sent %d+1), %d B (%d + %d retransmitted); in %d (broker received %d)",
+			outMeta.Segments, bc.segsOut, outMeta.PayloadBytes, answer, bc.bytesRetrans, inSegs, bc.segsIn)
 	}
 }
 

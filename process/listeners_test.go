@@ -89,7 +89,7 @@ func TestListeners(t *testing.T) {
 	for _, addr := range []string{"127.0.0.1:0", "[::1]:0", "0.0.0.0:0"} {
 		l, err := net.Listen("tcp", addr)
 		if err != nil {
-			t.Skipf("cannot listen on %s: %v", addr, err)
+			testutil.Skipf(t, "cannot listen on %s: %v", addr, err)
 		}
 		t.Cleanup(func() { l.Close() })
 		want = append(want, l.Addr().(*net.TCPAddr))

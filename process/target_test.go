@@ -310,7 +310,7 @@ func TestByPort(t *testing.T) {
 			if host == "::1" {
 				ln, err := net.Listen("tcp6", "[::1]:0")
 				if err != nil {
-					t.Skipf("IPv6 loopback ::1 not available: %v", err)
+					testutil.Skipf(t, "IPv6 loopback ::1 not available: %v", err)
 				}
 				ln.Close()
 			}

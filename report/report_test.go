@@ -3,9 +3,9 @@ package report
 import (
 	"bufio"
 	"bytes"
-	"encoding/csv"
 	"encoding/json"
 	"image/png"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -73,7 +73,7 @@ func TestRecordingReport(t *testing.T) {
 			if want := c.dirs[0]; c.out == "" && rep.Out != want {
 				t.Fatalf("out %q, want the first DIR %q", rep.Out, want)
 			}
-			checkRecordingReport(t, rep, c.dirs, want)
+			checkRecordingReport(t, rep, lr, want)
 			checkFiles(t, rep)
 			checkHTML(t, rep)
 			runGnuplot(t, filepath.Join(rep.Out, "plots"))
@@ -91,97 +91,40 @@ func TestRecordingReport(t *testing.T) {
 	}
 }
 
-func checkRecordingReport(t *testing.T, rep *Report, dirs []string, joined int) {
+func checkRecordingReport(t *testing.T, rep *Report, lr *load.Result, joined int) {
 	t.Helper()
 	if len(rep.Runs) != 1 {
 		t.Fatalf("%d runs, want 1", len(rep.Runs))
 	}
 	r := rep.Runs[0]
-	// analysis' numbers for the same files.
-	e, err := analysis.ReadE2E(filepath.Join(r.LoadDir, "e2e.csv"))
-	if err != nil {
-		t.Fatal(err)
+	e2e, broker, warm := recordingTruth(t, lr, filepath.Join(r.RecordDir, "messages.csv"))
+	if r.Join == nil || r.Join.Counts.Joined != joined || len(e2e.ids) != joined || r.Join.Counts.NotInBroker != 0 ||
+		r.Join.Counts.BrokerWarmup != warm || r.Join.ReadBeforeSent != 0 {
+		t.Fatalf("join %+v, want %d joined, %d broker warm-up, none missing from the broker", r.Join, joined, warm)
 	}
-	b, err := analysis.ReadBroker(filepath.Join(r.RecordDir, "messages.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	j, err := analysis.Join(e, b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	es, _ := e.Series()
-	ae, err := analysis.Analyze(es, analysis.Options{Window: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ab, err := analysis.Analyze(j.Broker(), analysis.Options{Window: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r.Join == nil || r.Join.Counts != j.Counts || r.Join.Counts.Joined != joined || r.Join.ReadBeforeSent != 0 {
-		t.Fatalf("join %+v, want %+v with %d joined", r.Join, j.Counts, joined)
-	}
-	for _, c := range []struct {
-		got  *Series
-		want *analysis.Report
-	}{{r.E2E, ae}, {r.Broker, ab}} {
-		g, _ := json.Marshal(c.got.Analysis)
-		w, _ := json.Marshal(c.want)
-		if !bytes.Equal(g, w) {
-			t.Fatalf("%s: report's analysis differs from analysis.Analyze:\n%s\n%s", c.got.Name, g, w)
-		}
-	}
-	// The slowest message is the maximum, and the first row of the list.
-	lat, _ := analysis.LatencyNs(es)
-	top := slices.Index(lat, slices.Max(lat))
-	if r.E2E.Top[0].N != top || r.E2E.Top[0].LatencyNs != lat[top] || r.E2E.Top[0].ID != es.IDs[top] || float64(lat[top]) != ae.LatencyNs.Max {
-		t.Fatalf("slowest %+v, want n %d latency %d", r.E2E.Top[0], top, lat[top])
-	}
-	if r.E2E.Top[0].BrokerLatencyNs == nil {
-		t.Fatal("the slowest end-to-end message has no broker latency")
-	}
-	// ctxsw (definition a) per message, read here independently.
-	ctx := readColumn(t, filepath.Join(r.RecordDir, "messages.csv"), "ctxsw")
-	var cv []float64
-	for _, id := range j.IDs {
-		cv = append(cv, ctx[id])
-	}
-	cs, _ := analysis.Summarize(cv, nil)
-	if r.CtxSw == nil || r.CtxSw.PerMessageTarget == nil || !reflect.DeepEqual(*r.CtxSw.PerMessageTarget, cs) {
-		t.Fatalf("ctxsw summary %+v, want %+v", r.CtxSw, cs)
-	}
-	if cs.N != joined || cs.NaN != 0 {
-		t.Fatalf("ctxsw known for %d of %d messages", cs.N, joined)
-	}
-	sched := readTableT(t, filepath.Join(r.RecordDir, "sched.csv"), "switches_target", "switches_cpus", "msgs_in")
-	if r.CtxSw.SwitchesTarget != int64(sum(sched["switches_target"])) || r.CtxSw.SwitchesCPUs != int64(sum(sched["switches_cpus"])) ||
-		r.CtxSw.MessagesIn != int64(sum(sched["msgs_in"])) || r.CtxSw.SwitchesCPUs < r.CtxSw.SwitchesTarget {
-		t.Fatalf("sched totals %+v", r.CtxSw)
-	}
-
-	// The terminal summary shows those numbers.
 	var text bytes.Buffer
 	if err := rep.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
 	out := text.String()
-	for _, a := range []*analysis.Report{ae, ab} {
-		s := a.LatencyNs
-		for _, v := range []float64{s.Mean, s.CI95Low, s.CI95High, s.Median, s.RobustDev, s.Max, s.Percentile(99.99), s.Percentile(99.9), s.Percentile(99)} {
-			if !strings.Contains(out, fmtNs(v)) {
-				t.Errorf("summary lacks %s", fmtNs(v))
-			}
-		}
-		for _, want := range []string{"dip test p = " + fmtP(a.LatencyDip.PValue), "(ST) median " + fmtRate(a.SenderThroughputPerSec.Median),
-			"(RT) median " + fmtRate(a.ReceiverThroughputPerSec.Median), describeModes(a.LatencyModes)} {
-			if !strings.Contains(out, want) {
-				t.Errorf("summary lacks %q", want)
-			}
-		}
+	for _, c := range []struct {
+		got  *Series
+		want seriesTruth
+	}{{r.E2E, e2e}, {r.Broker, broker}} {
+		c.want.check(t, c.got, rep.Window, out)
 	}
-	if !strings.Contains(out, rep.HTML) || !strings.Contains(out, "(a) broker threads "+fmtNum(float64(r.CtxSw.PerMsgTarget), 2)) {
-		t.Errorf("summary:\n%s", out)
+	// The slowest message is the maximum, and the first row of the list.
+	lat := e2e.lat()
+	top := slices.Index(lat, slices.Max(lat))
+	if r.E2E.Top[0].N != top || r.E2E.Top[0].LatencyNs != lat[top] || r.E2E.Top[0].ID != e2e.ids[top] {
+		t.Fatalf("slowest %+v, want n %d id %d latency %d", r.E2E.Top[0], top, e2e.ids[top], lat[top])
+	}
+	if b := r.E2E.Top[0].BrokerLatencyNs; b == nil || *b != broker.lat()[top] {
+		t.Fatalf("the slowest end-to-end message's broker latency %v, want %d", b, broker.lat()[top])
+	}
+	checkCtxSw(t, r, e2e.ids, out)
+	if !strings.Contains(out, rep.HTML) {
+		t.Errorf("summary does not name %s:\n%s", rep.HTML, out)
 	}
 	t.Logf("summary:\n%s", out)
 
@@ -193,32 +136,162 @@ func checkRecordingReport(t *testing.T, rep *Report, dirs []string, joined int) 
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Scan()
-	for i := 0; sc.Scan(); i++ {
+	i := 0
+	for ; sc.Scan(); i++ {
 		if sc.Text() != strconv.Itoa(i)+" "+strconv.FormatInt(lat[i], 10) {
 			t.Fatalf("latency_e2e.dat line %d: %q, want n %d latency %d", i+2, sc.Text(), i, lat[i])
 		}
 	}
-
-	// Figures expected from the files the recording has.
-	wantFigs := []string{"latency_e2e", "latency_broker", "broker_vs_e2e", "hist_e2e", "hist_broker", "throughput_e2e", "throughput_broker", "ctxsw_msg", "ctxsw_windows"}
-	if _, err := os.Stat(filepath.Join(r.RecordDir, "sched.csv")); err != nil {
-		t.Fatal("the recording has no sched.csv")
+	if i != len(lat) {
+		t.Fatalf("latency_e2e.dat has %d messages, want %d", i, len(lat))
 	}
+	checkRecordingFigures(t, r)
+}
+
+// seriesTruth is a series as the test knows it without the report's
+// readers: ids, O_n and I_n in the order sent.
+type seriesTruth struct {
+	ids        []uint64
+	sent, recv []int64
+}
+
+func (s seriesTruth) lat() []int64 {
+	l := make([]int64, len(s.ids))
+	for i := range l {
+		l[i] = s.recv[i] - s.sent[i]
+	}
+	return l
+}
+
+// recordingTruth: the end-to-end series from the load generator's own
+// times (received, not warm-up, in send order), and the broker's times of
+// the same messages from messages.csv (first copies) read here; warm is
+// how many warm-up messages the broker forwarded.
+func recordingTruth(t *testing.T, lr *load.Result, messages string) (e2e, broker seriesTruth, warm int) {
+	t.Helper()
+	in, outT := map[uint64]int64{}, map[uint64]int64{}
+	for _, m := range testutil.ReadCSVMaps(t, messages) {
+		if m["copy"] != "1" {
+			continue
+		}
+		id, err1 := strconv.ParseUint(m["id"], 10, 64)
+		a, err2 := strconv.ParseInt(m["t_in_ns"], 10, 64)
+		b, err3 := strconv.ParseInt(m["t_out_ns"], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			t.Fatalf("%s: row %v", messages, m)
+		}
+		in[id], outT[id] = a, b
+	}
+	for i := range lr.Sent {
+		id := lr.Config.IDBase + uint64(i)
+		if lr.IsWarmup(i) {
+			if _, ok := in[id]; ok {
+				warm++
+			}
+			continue
+		}
+		if lr.Recv[i] == 0 {
+			continue
+		}
+		if _, ok := in[id]; !ok {
+			t.Fatalf("message %d was received but the recording has no row for it", id)
+		}
+		e2e.ids, e2e.sent, e2e.recv = append(e2e.ids, id), append(e2e.sent, lr.Send[i]), append(e2e.recv, lr.Recv[i])
+		broker.ids, broker.sent, broker.recv = append(broker.ids, id), append(broker.sent, in[id]), append(broker.recv, outT[id])
+	}
+	return e2e, broker, warm
+}
+
+// check compares the report's series with aggregates computed here: mean,
+// lower median, nearest-rank percentiles, max, and the medians of ST_n =
+// M/(O_n − O_{n−M}) and RT_n, in the series and in the summary text.
+func (s seriesTruth) check(t *testing.T, got *Series, m int, text string) {
+	t.Helper()
+	lat := s.lat()
+	sorted := slices.Clone(lat)
+	slices.Sort(sorted)
+	rank := func(p float64) float64 { return float64(sorted[int(math.Ceil(p*float64(len(sorted))/100))-1]) }
+	var total float64
+	for _, v := range lat {
+		total += float64(v)
+	}
+	mean := total / float64(len(lat))
+	a := got.Analysis.LatencyNs
+	if got.Messages != len(lat) || a.N != len(lat) || math.Abs(a.Mean-mean) > 1e-9*mean || a.Median != rank(50) || a.Max != rank(100) ||
+		a.Min != float64(sorted[0]) || a.Percentile(99) != rank(99) || a.Percentile(99.9) != rank(99.9) {
+		t.Fatalf("%s: %+v, want n %d mean %v median %v p99 %v max %v", got.Name, a, len(lat), mean, rank(50), rank(99), rank(100))
+	}
+	st, rt := windowMedian(s.sent, m), windowMedian(s.recv, m)
+	if got.Analysis.SenderThroughputPerSec.Median != st || got.Analysis.ReceiverThroughputPerSec.Median != rt {
+		t.Fatalf("%s: ST median %v RT median %v, want %v and %v", got.Name, got.Analysis.SenderThroughputPerSec.Median,
+			got.Analysis.ReceiverThroughputPerSec.Median, st, rt)
+	}
+	for _, v := range []string{fmtNs(mean), fmtNs(rank(50)), fmtNs(rank(99)), fmtNs(rank(100)), fmtNs(rank(99.9)),
+		"(ST) median " + fmtRate(st), "(RT) median " + fmtRate(rt)} {
+		if !strings.Contains(text, v) {
+			t.Errorf("%s: summary lacks %q", got.Name, v)
+		}
+	}
+}
+
+// windowMedian is the lower median of M·10⁹/(t_n − t_{n−M}), n ≥ M.
+func windowMedian(ts []int64, m int) float64 {
+	var r []float64
+	for n := m; n < len(ts); n++ {
+		r = append(r, 1e9/(float64(ts[n]-ts[n-m])/float64(m)))
+	}
+	slices.Sort(r)
+	return r[(len(r)+1)/2-1]
+}
+
+// checkCtxSw: ctxsw (definition a) per message and the sched.csv totals,
+// read here independently.
+func checkCtxSw(t *testing.T, r *Run, ids []uint64, text string) {
+	t.Helper()
+	ctx := readColumn(t, filepath.Join(r.RecordDir, "messages.csv"), "ctxsw")
+	var cv []float64
+	for _, id := range ids {
+		cv = append(cv, ctx[id])
+	}
+	cs, _ := analysis.Summarize(cv, nil)
+	if r.CtxSw == nil || r.CtxSw.PerMessageTarget == nil || !reflect.DeepEqual(*r.CtxSw.PerMessageTarget, cs) {
+		t.Fatalf("ctxsw summary %+v, want %+v", r.CtxSw, cs)
+	}
+	if cs.N != len(ids) || cs.NaN != 0 {
+		t.Fatalf("ctxsw known for %d of %d messages", cs.N, len(ids))
+	}
+	sched := readTableT(t, filepath.Join(r.RecordDir, "sched.csv"), "switches_target", "switches_cpus", "msgs_in")
+	st, sc, mi := sum(sched["switches_target"]), sum(sched["switches_cpus"]), sum(sched["msgs_in"])
+	if r.CtxSw.SwitchesTarget != int64(st) || r.CtxSw.SwitchesCPUs != int64(sc) || r.CtxSw.MessagesIn != int64(mi) || sc < st {
+		t.Fatalf("sched totals %+v, want switches %v and %v over %v messages", r.CtxSw, st, sc, mi)
+	}
+	if want := "(a) broker threads " + fmtNum(st/mi, 2); !strings.Contains(text, want) {
+		t.Errorf("summary lacks %q", want)
+	}
+}
+
+// checkRecordingFigures: a recording with every source has every file
+// and every figure; a missing file fails the test (CI's machine has every
+// source), and the report must say so.
+func checkRecordingFigures(t *testing.T, r *Run) {
+	t.Helper()
+	wantFigs := []string{"latency_e2e", "latency_broker", "broker_vs_e2e", "hist_e2e", "hist_broker", "throughput_e2e", "throughput_broker",
+		"ctxsw_msg", "ctxsw_windows", "sockq_wait"}
 	for _, c := range []struct {
 		file string
 		figs []string
-	}{{"threads.csv", []string{"threads"}}, {"cpu_per_msg.csv", []string{"cpu_usage", "cpu_per_msg"}}, {"cpu.csv", []string{"cpu_windows"}},
+	}{{"sched.csv", nil}, {"threads.csv", []string{"threads"}}, {"cpu_per_msg.csv", []string{"cpu_usage", "cpu_per_msg"}}, {"cpu.csv", []string{"cpu_windows"}},
 		{"packets.csv", []string{"packets_in", "packets_out"}}, {"gso.csv", []string{"gso"}}, {"net.csv", []string{"net_windows"}}} {
-		if _, err := os.Stat(filepath.Join(r.RecordDir, c.file)); err == nil {
-			wantFigs = append(wantFigs, c.figs...)
-		} else if !slices.ContainsFunc(r.Missing, func(m string) bool { return strings.HasPrefix(m, c.file+": ") }) {
-			t.Errorf("%s is absent and the report does not say so: %q", c.file, r.Missing)
-		} else {
-			t.Logf("%s absent on this host: %q", c.file, r.Missing)
+		if _, err := os.Stat(filepath.Join(r.RecordDir, c.file)); err != nil {
+			t.Errorf("the recording has no %s (report's missing list: %q)", c.file, r.Missing)
 		}
+		wantFigs = append(wantFigs, c.figs...)
 	}
-	if r.SockqWait != nil && r.SockqWait.N > 0 {
-		wantFigs = append(wantFigs, "sockq_wait")
+	if len(r.Missing) != 0 {
+		t.Errorf("a recording with every source misses %q", r.Missing)
+	}
+	if r.SockqWait == nil || r.SockqWait.N != r.Broker.Messages {
+		t.Errorf("socket-queue wait for %v of %d messages", r.SockqWait, r.Broker.Messages)
 	}
 	var ids []string
 	for _, w := range wantFigs {
@@ -235,18 +308,10 @@ func checkRecordingReport(t *testing.T, rep *Report, dirs []string, joined int) 
 // readColumn reads a numeric column of messages.csv by id (first copies).
 func readColumn(t *testing.T, path, col string) map[uint64]float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, ii, ki := slices.Index(recs[0], col), slices.Index(recs[0], "id"), slices.Index(recs[0], "copy")
+	hdr, recs := testutil.ReadCSV(t, path)
+	ci, ii, ki := slices.Index(hdr, col), slices.Index(hdr, "id"), slices.Index(hdr, "copy")
 	m := map[uint64]float64{}
-	for _, r := range recs[1:] {
+	for _, r := range recs {
 		if r[ki] != "1" {
 			continue
 		}
@@ -264,22 +329,14 @@ func readColumn(t *testing.T, path, col string) map[uint64]float64 {
 // the report's readers.
 func readTableT(t *testing.T, path string, cols ...string) map[string][]float64 {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	recs, err := csv.NewReader(f).ReadAll()
-	if err != nil || len(recs) == 0 {
-		t.Fatalf("%s: %v", path, err)
-	}
+	hdr, recs := testutil.ReadCSV(t, path)
 	out := map[string][]float64{}
 	for _, c := range cols {
-		ci := slices.Index(recs[0], c)
+		ci := slices.Index(hdr, c)
 		if ci < 0 {
 			t.Fatalf("%s: no column %s", path, c)
 		}
-		for _, r := range recs[1:] {
+		for _, r := range recs {
 			v, err := strconv.ParseFloat(r[ci], 64)
 			if err != nil {
 				t.Fatalf("%s: %s %q: %v", path, c, r[ci], err)
