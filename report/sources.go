@@ -121,6 +121,12 @@ func (r *Run) analyseCPUPerMsg(cpu *CPU) (bool, error) {
 	for i := range tns {
 		at[i], u[i] = int64(tns[i]), int64(cns[i])
 	}
+	// A broker writes many messages in one call, so two samples can share
+	// their time: C_n over no time is undefined (the file leaves c_n empty),
+	// and only the first sample of such a run is kept.
+	if same := dropSameTime(&at, &u, &n); same > 0 {
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: %d samples at the same time as the one before (messages written by one call) left out of CPU per message", t.path, same))
+	}
 	c, err := analysis.CPUPerMessage(u, at)
 	if err != nil {
 		r.Notes = append(r.Notes, fmt.Sprintf("%s: %v: no CPU per message", t.path, err))
@@ -144,6 +150,22 @@ func (r *Run) analyseCPUPerMsg(cpu *CPU) (bool, error) {
 	cpu.UsagePct, cpu.NsPerMsg = &s1, &s2
 	r.cpuN, r.cpuPct, r.cpuPerMsg = n[1:], pct, per
 	return true, nil
+}
+
+// dropSameTime removes every sample whose time equals the previous kept
+// sample's, from all three series, and returns how many it removed.
+func dropSameTime(at, u *[]int64, n *[]float64) int {
+	k := 0
+	for i := range *at {
+		if k > 0 && (*at)[i] == (*at)[k-1] {
+			continue
+		}
+		(*at)[k], (*u)[k], (*n)[k] = (*at)[i], (*u)[i], (*n)[i]
+		k++
+	}
+	removed := len(*at) - k
+	*at, *u, *n = (*at)[:k], (*u)[:k], (*n)[:k]
+	return removed
 }
 
 // analyseCPUWindows is the broker's and the system's utilisation per
