@@ -327,10 +327,11 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 	}
 
 	/* Keep the last 24 bytes when a marker may begin in the last 19: only
-	 * if one of the (at most three) words holding them has a 'B'. */
+	 * if one of the (at most four: 19 bytes from offset 6 or 7 of a word)
+	 * words holding them has a 'B'. */
 	__u64 lw = (end - BT_CARRY_MAX) / 8;
 	bool maybe = false;
-	for (__u64 k = 0; k < 3; k++) {
+	for (__u64 k = 0; k < 4; k++) {
 		__u64 wi = lw + k;
 		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
 			break;

@@ -450,6 +450,51 @@ func pingPong(tb testing.TB, ns, addr string, rounds, req, resp int) (client, se
 	return closeBoth(tb, c, s, done)
 }
 
+// checkExchange checks the capture of a pingPong at the server's port
+// against the server's socket, which counts every segment the capture
+// counts, retransmissions included (lo drops only when its backlog
+// overflows, before both the tap and the receiving socket): arriving, its
+// segs_in (the SYN and retransmitted duplicates included) and data_segs_in;
+// leaving, its segs_out plus the listener's SYN-ACK, data_segs_out, and the
+// responses' bytes plus its bytes_retrans. Each message is one segment, and
+// so is each retransmission of one (a single message is in flight), so the
+// only payload sizes are req and resp; every request arrives at least once
+// and at most as often as the client sent it. Zero-payload segments other
+// than pure ACKs are the SYN or SYN-ACK, the FIN, and their retransmissions:
+// the retransmitted segments that carried no message.
+func checkExchange(t *testing.T, r *Result, client, server *unix.TCPInfo, rounds, req, resp int) {
+	t.Helper()
+	t.Logf("in %v, %d pure ACKs; out %v, %d pure ACKs", r.In.Sizes, r.In.PureACKs, r.Out.Sizes, r.Out.PureACKs)
+	t.Logf("client sent %d segments (%d with data, %d retransmitted, %d B); server received %d (%d with data), sent %d (%d with data, %d retransmitted, %d B)",
+		client.Segs_out, client.Data_segs_out, client.Total_retrans, client.Bytes_retrans, server.Segs_in, server.Data_segs_in,
+		server.Segs_out, server.Data_segs_out, server.Total_retrans, server.Bytes_retrans)
+	in, out := &r.In, &r.Out
+	if in.Packets != uint64(server.Segs_in) || in.Packets > uint64(client.Segs_out) || out.Packets != uint64(server.Segs_out)+1 {
+		t.Errorf("segments in %d out %d; server received %d and sent %d+1, client sent %d", in.Packets, out.Packets, server.Segs_in, server.Segs_out, client.Segs_out)
+	}
+	if in.Sizes[req] != uint64(server.Data_segs_in) || in.Sizes[req] < uint64(rounds) || in.Sizes[req] > uint64(client.Data_segs_out) || len(in.Sizes) != 2 {
+		t.Errorf("in %v: want only 0 and %d bytes, %d ≤ server's %d data segments received ≤ client's %d sent", in.Sizes, req, rounds, server.Data_segs_in, client.Data_segs_out)
+	}
+	if in.PayloadBytes != in.Sizes[req]*uint64(req) {
+		t.Errorf("in: %d payload bytes, %d segments of %d", in.PayloadBytes, in.Sizes[req], req)
+	}
+	if out.Sizes[resp] != uint64(server.Data_segs_out) || len(out.Sizes) != 2 || out.PayloadBytes != out.Sizes[resp]*uint64(resp) ||
+		out.PayloadBytes != uint64(rounds*resp)+server.Bytes_retrans {
+		t.Errorf("out %v, %d payload bytes: want only 0 and %d bytes, server's %d data segments, %d + %d retransmitted bytes",
+			out.Sizes, out.PayloadBytes, resp, server.Data_segs_out, rounds*resp, server.Bytes_retrans)
+	}
+	// Retransmitted segments without a message: all of the server's
+	// arrive (they are counted leaving); of the client's, at most all.
+	serverCtl := uint64(server.Total_retrans) - (uint64(server.Data_segs_out) - uint64(rounds))
+	clientCtl := uint64(client.Total_retrans) - (uint64(client.Data_segs_out) - uint64(rounds))
+	if ctl := out.Sizes[0] - out.PureACKs; ctl != 2+serverCtl {
+		t.Errorf("out: %d of %d zero-payload segments not pure ACKs, want SYN-ACK, FIN and %d retransmitted", ctl, out.Sizes[0], serverCtl)
+	}
+	if ctl := in.Sizes[0] - in.PureACKs; ctl < 2 || ctl > 2+clientCtl {
+		t.Errorf("in: %d of %d zero-payload segments not pure ACKs, want SYN, FIN and ≤ %d retransmitted", ctl, in.Sizes[0], clientCtl)
+	}
+}
+
 // ---- tests ----
 
 // TestGROMergesArrivals reproduces ICPE'14 Fig. 6 on a veth pair: 1030-byte
@@ -642,37 +687,10 @@ func TestLoopbackCountsOnce(t *testing.T) {
 	if len(r.Ifaces) != 1 || r.Ifaces[0] != "lo" {
 		t.Errorf("default interfaces %v, want [lo]", r.Ifaces)
 	}
-	t.Logf("in %v pure ACKs %d; out %v pure ACKs %d", r.In.Sizes, r.In.PureACKs, r.Out.Sizes, r.Out.PureACKs)
-
-	// Each request and response exactly once, nothing else with payload.
-	for _, d := range []struct {
-		name string
-		h    *Histogram
-		size int
-	}{{"in", &r.In, req}, {"out", &r.Out, resp}} {
-		if d.h.Sizes[d.size] != rounds {
-			t.Errorf("%s: %d segments of %d bytes, want %d", d.name, d.h.Sizes[d.size], d.size, rounds)
-		}
-		if len(d.h.Sizes) != 2 {
-			t.Errorf("%s: sizes %v, want only 0 and %d", d.name, d.h.Sizes, d.size)
-		}
-		if d.h.PayloadBytes != uint64(rounds*d.size) {
-			t.Errorf("%s: %d payload bytes, want %d", d.name, d.h.PayloadBytes, rounds*d.size)
-		}
-		// lo: MTU 65536 → MSS option 65495.
-		if d.h.MSS != 65495 || d.h.OverMSS != 0 {
-			t.Errorf("%s: MSS %d, %d above it", d.name, d.h.MSS, d.h.OverMSS)
-		}
-	}
-	// The whole connection, counted once: what each socket sent (the
-	// SYN-ACK goes out from the listener's request socket, so the accepted
-	// socket's segs_out misses it).
-	if r.In.Packets != uint64(client.Segs_out) || r.Out.Packets != uint64(server.Segs_out)+1 {
-		t.Errorf("segments in %d out %d; sockets sent %d and %d+1", r.In.Packets, r.Out.Packets, client.Segs_out, server.Segs_out)
-	}
-	// Handshake (SYN, SYN-ACK) and FINs are payload-0 but not pure ACKs.
-	if r.In.PureACKs+2 != r.In.Sizes[0] || r.Out.PureACKs+2 != r.Out.Sizes[0] {
-		t.Errorf("pure ACKs in %d of %d, out %d of %d zero-payload segments", r.In.PureACKs, r.In.Sizes[0], r.Out.PureACKs, r.Out.Sizes[0])
+	checkExchange(t, r, client, server, rounds, req, resp)
+	// lo: MTU 65536 → MSS option 65495.
+	if r.In.MSS != 65495 || r.In.OverMSS != 0 || r.Out.MSS != 65495 || r.Out.OverMSS != 0 {
+		t.Errorf("MSS in %d (%d above), out %d (%d above), want 65495", r.In.MSS, r.In.OverMSS, r.Out.MSS, r.Out.OverMSS)
 	}
 	// tcpdump (libpcap skips outgoing loopback copies too) agrees exactly.
 	tdIn, tdOut := sizes(t, td.path, port, false)
@@ -702,7 +720,7 @@ func TestLoopbackCountsOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCSV := fmt.Sprintf("direction,payload_bytes,packets\nin,0,%d\nin,%d,%d\nout,0,%d\nout,%d,%d\n",
-		r.In.Sizes[0], req, rounds, r.Out.Sizes[0], resp, rounds)
+		r.In.Sizes[0], req, r.In.Sizes[req], r.Out.Sizes[0], resp, r.Out.Sizes[resp])
 	if string(b) != wantCSV {
 		t.Errorf("packets.csv:\n%s\nwant:\n%s", b, wantCSV)
 	}
@@ -729,12 +747,7 @@ func TestIPv6AndOtherPorts(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkConsistent(t, "ipv6", r)
-	if r.In.Sizes[req] != rounds || r.Out.Sizes[resp] != rounds || len(r.In.Sizes) != 2 || len(r.Out.Sizes) != 2 {
-		t.Errorf("in %v, out %v: want %d×%d in and %d×%d out besides empty segments", r.In.Sizes, r.Out.Sizes, rounds, req, rounds, resp)
-	}
-	if r.In.Packets != uint64(client.Segs_out) || r.Out.Packets != uint64(server.Segs_out)+1 {
-		t.Errorf("segments in %d out %d; sockets sent %d and %d+1", r.In.Packets, r.Out.Packets, client.Segs_out, server.Segs_out)
-	}
+	checkExchange(t, r, client, server, rounds, req, resp)
 	// lo MTU 65536 → IPv6 MSS option 65476.
 	if r.In.MSS != 65476 {
 		t.Errorf("learned IPv6 MSS %d", r.In.MSS)

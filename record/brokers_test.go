@@ -1,4 +1,4 @@
-package record_test
+package record
 
 import (
 	"context"
@@ -15,17 +15,19 @@ import (
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
-	"github.com/brokertrace/brokertrace/record"
 	"github.com/brokertrace/brokertrace/source"
 )
 
 // TestBrokers records each real broker from Debian's packages while the
 // load generator drives it with its own protocol, regular and bursty. Every
 // message the broker carried is matched in and out, belongs to the run, was
-// read by the broker after it was sent and before it was received, and (all
-// but a rare few, see TestNATSLoad) spent less time inside the broker than
-// end to end; the
-// scheduler source names the broker's threads.
+// read by the broker after it was sent and before it was received, and was
+// received after the broker's previous write to its consumer returned
+// (checkWriteBegan, in record_test.go, which bounds exactly the messages
+// whose broker latency reaches the end-to-end latency; each of these brokers
+// writes to a connection from one writer at a time: mosquitto's and redis'
+// event loop, ActiveMQ's transport lock, RabbitMQ's writer process per
+// connection); the scheduler source names the broker's threads.
 func TestBrokers(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	type broker struct {
@@ -69,10 +71,10 @@ func recordBroker(t *testing.T, pid int, url string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := testutil.NewAttachedWatcher()
 	done := make(chan error, 1)
-	var res *record.Result
+	var res *Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Live: w,
+		res, err = Run(ctx, Config{Target: proc, Out: dir, Live: w,
 			Sources: []source.Source{sched.NewSource(sched.Options{})}})
 		done <- err
 	}()
@@ -114,7 +116,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 		t.Fatal(err)
 	}
 	seen := map[uint64]bool{}
-	late := 0
+	late := 0 // broker latency not below end to end: bounded by checkWriteBegan
 	for _, m := range msgs {
 		e, ok := sent[m.ID]
 		if !ok {
@@ -128,15 +130,13 @@ func recordBroker(t *testing.T, pid int, url string) {
 			t.Fatalf("id %d: send %d in %d out %d recv %d: the broker must read a message after it was sent and before it was received", m.ID, e.send, m.TIn, m.TOut, e.recv)
 		}
 		if m.Latency >= e.recv-e.send {
-			late++ // see TestNATSLoad: the write returned after the consumer had the bytes
+			late++
 		}
 	}
 	if len(seen) != len(sent) {
 		t.Fatalf("%d of %d messages matched (%+v; warnings %v)", len(seen), len(sent), res.Meta.Messages, res.Meta.Warnings)
 	}
-	if late > len(seen)/100 {
-		t.Fatalf("%d of %d messages: broker latency not below end-to-end latency", late, len(seen))
-	}
+	checkWriteBegan(t, msgs, func(id uint64) int64 { return sent[id].recv })
 	st := res.Meta.Probe.Stats
 	if st.DroppedEvents != 0 || res.Meta.Messages.OutWithoutIn != 0 || res.Meta.Messages.InWithoutOut != 0 {
 		t.Fatalf("losses: %+v %+v", st, res.Meta.Messages)
@@ -159,8 +159,8 @@ func recordBroker(t *testing.T, pid int, url string) {
 		t.Fatalf("threads.csv: %d read, %d written, want %d", read, written, len(sent))
 	}
 	h := res.Latency
-	t.Logf("%s: %d/%d messages via %v; broker latency p50 %s p99 %s; %d threads (%d names); %s",
-		url, len(seen), len(sent), callsUsed(st), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)),
+	t.Logf("%s: %d/%d messages via %v, %d stamped out after the consumer had them; broker latency p50 %s p99 %s; %d threads (%d names); %s",
+		url, len(seen), len(sent), callsUsed(st), late, source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(99)),
 		len(rows), len(comms), strings.Join(res.Summaries, "; "))
 }
 

@@ -312,7 +312,7 @@ func TestSplitMarker(t *testing.T) {
 // places, cut into random writes and writev iovecs and read back in random
 // sizes, and checks that the kernel finds exactly what the Go reference
 // scanner (marker.Stream) finds, at the same stream offsets, in both
-// directions. 4 KiB chunk, iovec and call boundaries are crossed many times.
+// directions. 16 KiB chunk, iovec and call boundaries are crossed many times.
 func TestRandomAgainstReference(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
@@ -329,8 +329,11 @@ func TestRandomAgainstReference(t *testing.T) {
 			for call := 0; call < 300; call++ {
 				n := 1 + r.IntN(12000)
 				b := make([]byte, n)
-				for i := range b {
+				for i := range b { // dense with marker bytes, and every other byte value
 					b[i] = "BTID0123456789abcdefxyz\r\n"[r.IntN(25)]
+					if r.IntN(4) == 0 {
+						b[i] = byte(r.UintN(256))
+					}
 				}
 				for k := r.IntN(6); k > 0 && n >= marker.Len; k-- {
 					marker.Put(b[r.IntN(n-marker.Len+1):], r.Uint64())

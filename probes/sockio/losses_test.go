@@ -1,0 +1,545 @@
+package sockio
+
+import (
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/marker"
+)
+
+// These tests cause each loss the probe counts — calls it cannot scan,
+// peeks, unreadable user memory, bytes beyond its limits — with the exact
+// system calls that cause it, on loopback sockets of the test process, and
+// check the counters against the byte counts the calls returned. Every test
+// attaches a fresh probe, so its counters start at zero.
+
+// lossProbe is an attached probe (attachProbe and its collector: see
+// sockio_test.go).
+type lossProbe struct{ c *collector }
+
+func lossAttach(t *testing.T, path Path, scanLimit int) lossProbe {
+	t.Helper()
+	return lossProbe{attachProbe(t, Options{Path: path, ScanLimit: scanLimit})}
+}
+
+// finish drains the ring buffer and returns the events and the counters.
+func (p lossProbe) finish(t *testing.T) ([]events.IO, Stats) {
+	t.Helper()
+	evs := p.c.stop(t)
+	st, err := p.c.tr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs, st
+}
+
+// lossPair returns the blocking descriptors of a loopback TCP connection
+// (tcpPair, sockio_test.go) whose buffers are forced to buf bytes each (the
+// kernel doubles them).
+func lossPair(t *testing.T, buf int) (client, server int) {
+	t.Helper()
+	client, server = tcpPair(t)
+	for _, fd := range []int{client, server} {
+		for _, o := range []int{unix.SO_SNDBUFFORCE, unix.SO_RCVBUFFORCE} {
+			if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, o, buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return client, server
+}
+
+// lossQueued waits until fd's receive queue holds n bytes: loopback
+// delivery may finish on another CPU after the sending call returned.
+func lossQueued(t *testing.T, fd, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		q, err := unix.IoctlGetInt(fd, unix.SIOCINQ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if q == n {
+			return
+		}
+		if q > n {
+			t.Fatalf("receive queue %d bytes, want %d", q, n)
+		}
+	}
+	t.Fatalf("receive queue never reached %d bytes", n)
+}
+
+// lossReadAll reads exactly n bytes with read(2).
+func lossReadAll(t *testing.T, fd, n int) []byte {
+	t.Helper()
+	out := make([]byte, n)
+	for got := 0; got < n; {
+		m, err := unix.Read(fd, out[got:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || m == 0 {
+			t.Fatalf("read: %d, %v", m, err)
+		}
+		got += m
+	}
+	return out
+}
+
+// lossPayload is n bytes of text with the marker of id at offset at.
+func lossPayload(n, at int, id uint64) []byte {
+	b := []byte(strings.Repeat("payload.", n/8+1))[:n]
+	marker.Put(b[at:], id)
+	return b
+}
+
+// lossIDs returns the marker ids seen in one direction.
+func lossIDs(evs []events.IO, dir events.Dir) []uint64 {
+	var ids []uint64
+	for _, e := range evs {
+		if e.Dir == dir {
+			for _, m := range e.Markers {
+				ids = append(ids, m.ID)
+			}
+		}
+	}
+	return ids
+}
+
+// TestLossOtherCalls: calls whose bytes the probe cannot scan are counted
+// as other calls, with the bytes they moved, and their markers are not
+// reported. Only the sock path counts them: the syscalls path hooks
+// sys_exit of the scannable calls alone, so sendfile, splice, mmsg and
+// io_uring never reach its counters (see the report of issue 14).
+func TestLossOtherCalls(t *testing.T) {
+	cases := []struct {
+		name string
+		// do moves bytes through the pair and returns the other calls and
+		// bytes it made, per direction, and the bytes it left for read(2).
+		do func(t *testing.T, client, server int) (calls, bytes [2]uint64, rest int)
+	}{
+		{"sendfile", lossSendfile},
+		{"splice", lossSplice},
+		{"mmsg", lossMmsg},
+		{"io_uring", lossUring},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := lossAttach(t, PathSock, 0)
+			client, server := lossPair(t, 1<<20)
+			calls, bytes, rest := tc.do(t, client, server)
+			if rest > 0 {
+				lossQueued(t, server, rest)
+				lossReadAll(t, server, rest) // one read(2): one scanned call
+			}
+			evs, st := p.finish(t)
+			if st.OtherCalls != calls || st.OtherBytes != bytes {
+				t.Fatalf("other calls %v bytes %v, want %v %v", st.OtherCalls, st.OtherBytes, calls, bytes)
+			}
+			scannedIn := min(rest, 1)
+			want := [2]uint64{calls[0] + uint64(scannedIn), calls[1]}
+			if st.Calls != want || st.Scanned != [2]uint64{uint64(rest), 0} {
+				t.Fatalf("calls %v scanned %v, want %v and [%d 0]", st.Calls, st.Scanned, want, rest)
+			}
+			if st.Bytes[1] != bytes[1] || st.Bytes[0] != bytes[0]+uint64(rest) {
+				t.Fatalf("bytes %v, want [%d %d]", st.Bytes, bytes[0]+uint64(rest), bytes[1])
+			}
+			if ids := lossIDs(evs, events.Out); len(ids) != 0 {
+				t.Fatalf("markers reported from unscannable writes: %x", ids)
+			}
+			var wantIn []uint64 // the marker is found by read(2) only
+			if rest > 0 {
+				wantIn = []uint64{lossOtherID}
+			}
+			if in := lossIDs(evs, events.In); !slices.Equal(in, wantIn) {
+				t.Fatalf("reads found %x, want %x", in, wantIn)
+			}
+		})
+	}
+}
+
+const lossOtherID = 0x0e1e5eed
+
+// lossSendfile sends a file's 3000 bytes with one sendfile(2).
+func lossSendfile(t *testing.T, client, _ int) (calls, bytes [2]uint64, rest int) {
+	f, err := os.CreateTemp(t.TempDir(), "sendfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(lossPayload(3000, 100, lossOtherID)); err != nil {
+		t.Fatal(err)
+	}
+	var off int64
+	n, err := unix.Sendfile(client, int(f.Fd()), &off, 3000)
+	if err != nil || n != 3000 {
+		t.Fatalf("sendfile: %d, %v", n, err)
+	}
+	return [2]uint64{0, 1}, [2]uint64{0, 3000}, 3000
+}
+
+// lossSplice moves 2500 bytes from a pipe to the socket with one splice(2).
+func lossSplice(t *testing.T, client, _ int) (calls, bytes [2]uint64, rest int) {
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	if n, err := unix.Write(fds[1], lossPayload(2500, 2000, lossOtherID)); err != nil || n != 2500 {
+		t.Fatalf("pipe write: %d, %v", n, err)
+	}
+	n, err := unix.Splice(fds[0], nil, client, nil, 2500, 0)
+	if err != nil || n != 2500 {
+		t.Fatalf("splice: %d, %v", n, err)
+	}
+	return [2]uint64{0, 1}, [2]uint64{0, 2500}, 2500
+}
+
+// lossMmsg sends three messages with one sendmmsg(2) and receives them with
+// one recvmmsg(2) into two buffers: three calls out, two in.
+func lossMmsg(t *testing.T, client, server int) (calls, bytes [2]uint64, rest int) {
+	out := [][]byte{lossPayload(100, 0, 1), lossPayload(200, 0, 2), lossPayload(300, 0, lossOtherID)}
+	lossMmsgCall(t, unix.SYS_SENDMMSG, client, out, 0, 100, 200, 300)
+	lossQueued(t, server, 600)
+	in := [][]byte{make([]byte, 250), make([]byte, 1000)}
+	// MSG_WAITFORONE: after the first message, take only what is queued.
+	lossMmsgCall(t, unix.SYS_RECVMMSG, server, in, unix.MSG_WAITFORONE, 250, 350)
+	return [2]uint64{2, 3}, [2]uint64{600, 600}, 0
+}
+
+// lossMmsgCall makes one sendmmsg or recvmmsg with a message per buffer and
+// checks that it moved messages of the lengths given.
+func lossMmsgCall(t *testing.T, nr uintptr, fd int, bufs [][]byte, flags int, want ...uint32) {
+	iovs := make([]unix.Iovec, len(bufs))
+	msgs := make([]unix.Mmsghdr, len(bufs))
+	for i, b := range bufs {
+		iovs[i].Base = &b[0]
+		iovs[i].SetLen(len(b))
+		msgs[i].Hdr.Iov = &iovs[i]
+		msgs[i].Hdr.SetIovlen(1)
+	}
+	r, _, errno := unix.Syscall6(nr, uintptr(fd), uintptr(unsafe.Pointer(&msgs[0])), uintptr(len(msgs)), uintptr(flags), 0, 0)
+	runtime.KeepAlive(bufs)
+	if errno != 0 {
+		t.Fatalf("mmsg call %d: %v", nr, errno)
+	}
+	if int(r) != len(want) {
+		t.Fatalf("mmsg call %d moved %d messages, want %d", nr, r, len(want))
+	}
+	for i, w := range want {
+		if msgs[i].Len != w {
+			t.Fatalf("message %d moved %d bytes, want %d", i, msgs[i].Len, w)
+		}
+	}
+}
+
+// lossUring sends 700 bytes with an io_uring IORING_OP_SEND and receives
+// them with an IORING_OP_RECV: one call each way.
+func lossUring(t *testing.T, client, server int) (calls, bytes [2]uint64, rest int) {
+	r := lossNewRing(t)
+	out := lossPayload(700, 300, lossOtherID)
+	if n := r.do(t, lossOpSend, client, out); n != 700 {
+		t.Fatalf("io_uring send: %d", n)
+	}
+	lossQueued(t, server, 700)
+	if n := r.do(t, lossOpRecv, server, make([]byte, 4096)); n != 700 {
+		t.Fatalf("io_uring recv: %d", n)
+	}
+	return [2]uint64{1, 1}, [2]uint64{700, 700}, 0
+}
+
+// A minimal io_uring (include/uapi/linux/io_uring.h): one submission at a
+// time, waited for.
+const (
+	lossOpSend     = 26 // IORING_OP_SEND
+	lossOpRecv     = 27 // IORING_OP_RECV
+	lossOffCQRing  = 0x8000000
+	lossOffSQEs    = 0x10000000
+	lossEnterWait  = 1 // IORING_ENTER_GETEVENTS
+	lossRingParams = 120
+)
+
+type lossRing struct {
+	fd       int
+	sq, sqes []byte
+	cq       []byte
+	off      [20]uint32 // io_uring_params from sq_off on, as 32-bit words
+}
+
+func lossNewRing(t *testing.T) *lossRing {
+	var p [lossRingParams / 4]uint32
+	fd, _, errno := unix.Syscall(unix.SYS_IO_URING_SETUP, 4, uintptr(unsafe.Pointer(&p[0])), 0)
+	if errno != 0 {
+		t.Fatalf("io_uring_setup: %v", errno) // io_uring_disabled is 0 on this kind of machine
+	}
+	r := &lossRing{fd: int(fd)}
+	copy(r.off[:], p[10:])
+	sqEntries, cqEntries := p[0], p[1]
+	mmap := func(off int64, size int) []byte {
+		b, err := unix.Mmap(r.fd, off, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_POPULATE)
+		if err != nil {
+			t.Fatalf("mmap io_uring: %v", err)
+		}
+		t.Cleanup(func() { unix.Munmap(b) })
+		return b
+	}
+	r.sq = mmap(0, int(r.off[6]+sqEntries*4))               // sq_off.array + entries
+	r.cq = mmap(lossOffCQRing, int(r.off[15]+cqEntries*16)) // cq_off.cqes + entries
+	r.sqes = mmap(lossOffSQEs, int(sqEntries*64))
+	t.Cleanup(func() { unix.Close(r.fd) })
+	return r
+}
+
+func (r *lossRing) word(b []byte, off uint32) *uint32 { return (*uint32)(unsafe.Pointer(&b[off])) }
+
+// do submits one operation on fd over buf and returns its result.
+func (r *lossRing) do(t *testing.T, op uint8, fd int, buf []byte) int32 {
+	tail := atomic.LoadUint32(r.word(r.sq, r.off[1]))
+	idx := tail & *r.word(r.sq, r.off[2])
+	sqe := r.sqes[idx*64 : idx*64+64]
+	clear(sqe)
+	sqe[0] = op
+	*(*int32)(unsafe.Pointer(&sqe[4])) = int32(fd)
+	*(*uint64)(unsafe.Pointer(&sqe[16])) = uint64(uintptr(unsafe.Pointer(&buf[0])))
+	*(*uint32)(unsafe.Pointer(&sqe[24])) = uint32(len(buf))
+	*r.word(r.sq, r.off[6]+idx*4) = idx
+	atomic.StoreUint32(r.word(r.sq, r.off[1]), tail+1)
+	_, _, errno := unix.Syscall6(unix.SYS_IO_URING_ENTER, uintptr(r.fd), 1, 1, lossEnterWait, 0, 0)
+	runtime.KeepAlive(buf)
+	if errno != 0 {
+		t.Fatalf("io_uring_enter: %v", errno)
+	}
+	head := atomic.LoadUint32(r.word(r.cq, r.off[10]))
+	if atomic.LoadUint32(r.word(r.cq, r.off[11])) == head {
+		t.Fatal("io_uring: no completion")
+	}
+	cqe := r.off[15] + (head&*r.word(r.cq, r.off[12]))*16
+	res := *(*int32)(unsafe.Pointer(&r.cq[cqe+8]))
+	atomic.StoreUint32(r.word(r.cq, r.off[10]), head+1)
+	return res
+}
+
+// TestLossPeeks: reads that leave the bytes in the socket (MSG_PEEK, by
+// recvfrom and by recvmsg) or discard them (MSG_TRUNC, which TCP honours)
+// are counted as peeks and not scanned; the marker is found once, by the
+// read that consumed it.
+func TestLossPeeks(t *testing.T) {
+	for _, path := range paths {
+		t.Run(string(path), func(t *testing.T) {
+			p := lossAttach(t, path, 0)
+			client, server := lossPair(t, 1<<20)
+			const id = 0x9eec
+			if n, err := unix.Write(client, lossPayload(200, 100, id)); err != nil || n != 200 {
+				t.Fatalf("write: %d, %v", n, err)
+			}
+			lossQueued(t, server, 200)
+			buf := make([]byte, 200)
+			if n, _, err := unix.Recvfrom(server, buf, unix.MSG_PEEK); err != nil || n != 200 {
+				t.Fatalf("recvfrom MSG_PEEK: %d, %v", n, err)
+			}
+			if n, _, _, _, err := unix.Recvmsg(server, buf, nil, unix.MSG_PEEK); err != nil || n != 200 {
+				t.Fatalf("recvmsg MSG_PEEK: %d, %v", n, err)
+			}
+			if n, _, err := unix.Recvfrom(server, buf[:50], unix.MSG_TRUNC); err != nil || n != 50 {
+				t.Fatalf("recvfrom MSG_TRUNC: %d, %v", n, err)
+			}
+			lossQueued(t, server, 150)
+			lossReadAll(t, server, 150)
+			evs, st := p.finish(t)
+			if st.Peeks != 3 {
+				t.Fatalf("peeks %d, want 3", st.Peeks)
+			}
+			if st.Calls != [2]uint64{1, 1} || st.Bytes != [2]uint64{150, 200} || st.Scanned != [2]uint64{150, 200} {
+				t.Fatalf("calls %v bytes %v scanned %v, want [1 1] [150 200] [150 200]", st.Calls, st.Bytes, st.Scanned)
+			}
+			if in := lossIDs(evs, events.In); !slices.Equal(in, []uint64{id}) || st.Markers != [2]uint64{1, 1} {
+				t.Fatalf("markers in %x, counted %v; want [%x] once each way", in, st.Markers, id)
+			}
+		})
+	}
+}
+
+// TestLossFaultBytes: a writev whose second buffer becomes unreadable while
+// the call blocks on a full send buffer. The kernel then faults on it and
+// returns the bytes it had moved; the probe, reading the buffers after the
+// call, scans the first buffer (and finds its marker) and counts every byte
+// of the second as faulted.
+func TestLossFaultBytes(t *testing.T) {
+	for _, path := range paths {
+		t.Run(string(path), func(t *testing.T) {
+			p := lossAttach(t, path, 16<<20)
+			client, server := lossPair(t, 16<<10)
+			const id = 0xfa017
+			head := lossPayload(120, 50, id)
+			n := lossFaultingWritev(t, client, server, head)
+			t.Logf("writev returned %d of %d bytes", n, len(head)+1<<20)
+			evs, st := p.finish(t)
+			tail := uint64(n - len(head))
+			if st.Calls[1] != 1 || st.Bytes[1] != uint64(n) || st.Scanned[1] != uint64(len(head)) ||
+				st.FaultBytes[1] != tail || st.Unscanned[1] != 0 {
+				t.Fatalf("out: calls %d bytes %d scanned %d faulted %d unscanned %d; want 1 %d %d %d 0",
+					st.Calls[1], st.Bytes[1], st.Scanned[1], st.FaultBytes[1], st.Unscanned[1], n, len(head), tail)
+			}
+			if st.Bytes[0] != uint64(n) || st.Scanned[0] != uint64(n) || st.FaultBytes[0] != 0 {
+				t.Fatalf("in: bytes %d scanned %d faulted %d, want %d %d 0", st.Bytes[0], st.Scanned[0], st.FaultBytes[0], n, n)
+			}
+			for _, e := range evs {
+				if e.Dir == events.Out && (!e.Truncated || !slices.Equal(lossIDs([]events.IO{e}, events.Out), []uint64{id})) {
+					t.Fatalf("write event %+v, want marker %x flagged truncated", e, id)
+				}
+			}
+			if out, in := lossIDs(evs, events.Out), lossIDs(evs, events.In); !slices.Equal(out, []uint64{id}) || !slices.Equal(in, out) {
+				t.Fatalf("markers out %x in %x, want [%x] each", out, in, id)
+			}
+		})
+	}
+}
+
+// lossFaultingWritev writes head and a 1 MiB mapping with one writev on a
+// connection with small buffers; once the call sleeps for room, it makes the
+// mapping PROT_NONE and reads the server side, and returns what the writev
+// returned, all of it read.
+func lossFaultingWritev(t *testing.T, client, server int, head []byte) int {
+	tail, err := unix.Mmap(-1, 0, 1<<20, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Munmap(tail) })
+	copy(tail, strings.Repeat("tail", len(tail)/4))
+	tids, res := make(chan int, 1), make(chan int, 1)
+	go func() {
+		// The thread ends with the goroutine: its blocked signals (a signal
+		// would end the sleeping writev early) die with it.
+		runtime.LockOSThread()
+		all := unix.Sigset_t{Val: [16]uint64{^uint64(0)}}
+		unix.PthreadSigmask(unix.SIG_BLOCK, &all, nil)
+		tids <- unix.Gettid()
+		n, err := unix.Writev(client, [][]byte{head, tail})
+		if err != nil {
+			n = -1
+		}
+		res <- n
+	}()
+	lossAwaitSyscall(t, <-tids, unix.SYS_WRITEV)
+	if err := unix.Mprotect(tail, unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 64<<10)
+	got, n := 0, -2
+	for got != n {
+		select {
+		case n = <-res:
+			if n <= len(head) {
+				t.Fatalf("writev returned %d", n)
+			}
+			continue
+		default:
+		}
+		fds := []unix.PollFd{{Fd: int32(server), Events: unix.POLLIN}}
+		if k, _ := unix.Poll(fds, 10); k == 1 {
+			m, err := unix.Read(server, buf)
+			if err != nil || m == 0 {
+				t.Fatalf("read: %d, %v", m, err)
+			}
+			got += m
+		}
+	}
+	return n
+}
+
+// lossAwaitSyscall waits until thread tid sleeps in system call nr.
+func lossAwaitSyscall(t *testing.T, tid int, nr int) {
+	file := "/proc/self/task/" + strconv.Itoa(tid) + "/syscall"
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.HasPrefix(string(b), strconv.Itoa(nr)+" ") {
+			return
+		}
+	}
+	t.Fatalf("thread %d never slept in system call %d", tid, nr)
+}
+
+// TestLossStepLimit: a writev of IOV_MAX entries whose walk needs one step
+// more than the probe takes per call (257 entries of 16 KiB + 1 byte take
+// two steps each, 766 one-byte entries one each: 1280 steps) leaves exactly
+// its last entry, a 20-byte marker, unscanned and counted.
+// (Bytes beyond --scan-limit: TestScanLimit.)
+func TestLossStepLimit(t *testing.T) {
+	for _, path := range paths {
+		t.Run(string(path), func(t *testing.T) {
+			p := lossAttach(t, path, 16<<20)
+			client, server := lossPair(t, 16<<20)
+			pieces := make([][]byte, 0, 1024)
+			for i := range 257 {
+				pieces = append(pieces, lossPayload(16385, 0, uint64(0x5000+i)))
+			}
+			for range 766 {
+				pieces = append(pieces, []byte{'.'})
+			}
+			pieces = append(pieces, marker.Append(nil, 0x1a57))
+			total := len(slices.Concat(pieces...))
+			done := make(chan struct{})
+			go func() { lossReadAll(t, server, total); close(done) }()
+			n, err := unix.Writev(client, pieces)
+			if err != nil || n != total {
+				t.Fatalf("writev: %d of %d, %v", n, total, err)
+			}
+			<-done
+			evs, st := p.finish(t)
+			if st.Calls[1] != 1 || st.Unscanned[1] != uint64(marker.Len) || st.Scanned[1] != uint64(total-marker.Len) {
+				t.Fatalf("out: calls %d scanned %d unscanned %d, want 1 %d %d", st.Calls[1], st.Scanned[1], st.Unscanned[1], total-marker.Len, marker.Len)
+			}
+			out, in := lossIDs(evs, events.Out), lossIDs(evs, events.In)
+			if len(out) != 257 || out[256] != 0x5000+256 || len(in) != 258 || in[257] != 0x1a57 {
+				t.Fatalf("%d markers out (last %x), %d in (last %x); want 257 without 1a57, 258 with it", len(out), out[len(out)-1], len(in), in[len(in)-1])
+			}
+		})
+	}
+}
+
+// TestLossPreadv2: pwritev2 and preadv2, which the README says are
+// scanned, report their markers at the exact ids and offsets, including a
+// marker split across two iovec entries.
+func TestLossPreadv2(t *testing.T) {
+	for _, path := range paths {
+		t.Run(string(path), func(t *testing.T) {
+			p := lossAttach(t, path, 0)
+			client, server := lossPair(t, 1<<20)
+			m1, m2 := marker.Append(nil, 0x9201), marker.Append(nil, 0x9202)
+			a := slices.Concat([]byte("HDR "), m1, m2[:7]) // m1 ends at 24, m2 at 44
+			b := slices.Concat(m2[7:], []byte("\r\n"))
+			if n, err := unix.Pwritev2(client, [][]byte{a, b}, -1, 0); err != nil || n != 46 {
+				t.Fatalf("pwritev2: %d, %v", n, err)
+			}
+			lossQueued(t, server, 46)
+			r1, r2 := make([]byte, 10), make([]byte, 100) // m1 split across these
+			if n, err := unix.Preadv2(server, [][]byte{r1, r2}, -1, 0); err != nil || n != 46 {
+				t.Fatalf("preadv2: %d, %v", n, err)
+			}
+			evs, st := p.finish(t)
+			want := map[events.Dir]events.Call{events.Out: events.CallWritev, events.In: events.CallReadv}
+			for _, e := range evs {
+				got := []events.Marker{{ID: 0x9201, End: 24}, {ID: 0x9202, End: 44}}
+				if e.Call != want[e.Dir] || !slices.Equal(e.Markers, got) {
+					t.Fatalf("%v event: call %v markers %+v, want %v %+v", e.Dir, e.Call, e.Markers, want[e.Dir], got)
+				}
+			}
+			if len(evs) != 2 || st.Scanned != [2]uint64{46, 46} || st.OtherCalls != [2]uint64{} {
+				t.Fatalf("%d events, scanned %v, other calls %v; want 2, [46 46], none", len(evs), st.Scanned, st.OtherCalls)
+			}
+		})
+	}
+}
