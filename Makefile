@@ -25,10 +25,14 @@ generate: deps
 check-generated: deps
 	scripts/check-generated.sh
 
+# The fuzz targets run a few seconds each and every benchmark runs once, so
+# that their assertions (nothing dropped, every marker found) run in CI too;
+# the test suite runs last, so its summary closes the output.
 test: deps build check-generated
 	$(GO) vet ./...
-	$(GO) test -count=1 -timeout 30m -p 1 ./...
 	GO=$(GO) scripts/fuzz.sh
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m -p 1 ./...
+	$(GO) test -count=1 -timeout 30m -p 1 ./...
 
 # Benchmarks print each figure next to its floor measured in the same run.
 bench: deps build
