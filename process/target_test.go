@@ -72,7 +72,27 @@ func start(t *testing.T, cmd *exec.Cmd) *child {
 		cmd.Process.Kill()
 		<-c.done
 	})
+	waitExeced(t, cmd.Process.Pid)
 	return c
+}
+
+// waitExeced waits until pid's exec has finished: Start returns once the
+// exec closed the child's close-on-exec pipe, but the kernel sets up the
+// new program's arguments after that, so /proc/PID/cmdline can still be
+// empty for a moment.
+func waitExeced(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || len(b) > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d: /proc/PID/cmdline still empty 5s after exec", pid)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // kill kills c and waits until it is reaped.
