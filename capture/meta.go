@@ -75,7 +75,7 @@ func (s *Source) meta() *CaptureMeta {
 		NetNS: s.broker.netns, Ports: s.broker.ports, Ifaces: r.Ifaces, IfacesFrom: s.why,
 		SnapLen: s.capt.opts.SnapLen, Pcap: s.opts.PcapPath, StartNs: r.Start, EndNs: r.End,
 		In: dirMeta(&r.In), Out: dirMeta(&r.Out),
-		KernelPackets: r.KernelPackets, Drops: r.Unparsed, Unparsed: r.Unparsed,
+		KernelPackets: r.KernelPackets, Drops: r.Drops, Unparsed: r.Unparsed,
 	}
 	for _, l := range s.broker.listeners {
 		m.Listeners = append(m.Listeners, l.String())

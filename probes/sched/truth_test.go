@@ -145,21 +145,18 @@ func pingPongSource(t *testing.T, pin string) (pingPongRun, *Source) {
 	return p, src
 }
 
-// checkWorkersOnCPU compares each worker's clock-timed on-CPU time with
-// the runtime schedstat charged it: within 1% plus stintSlack per
-// involuntary switch, where the kernel may end a stint at the wakeup that
-// preempted it (see stintSlack). On a quiet machine they agree within
-// 0.3%; other load waking onto the workers' CPU adds the preemptions.
+// checkWorkersOnCPU compares each worker's clock-timed stints with what
+// schedstat charged it: the sum of its run-queue wait and on-CPU time with
+// run_delay + runtime, within 1% plus sumSlack per stint (checkStints).
+// Each part alone agrees within 0.3% on a quiet machine, but another task
+// preempting the workers (a CPU hog on their CPU: 30 µs per involuntary
+// switch measured) moves time between wait and on-CPU where the kernel
+// ends a stint at the wakeup and the probe at sched_switch (issue 10
+// point 5); the sum keeps it.
 func checkWorkersOnCPU(t *testing.T, p pingPongRun) {
 	t.Helper()
 	for _, tid := range p.workers {
-		d := p.s1.threads[tid].Sub(p.s0.threads[tid])
-		rt := p.s1.proc[tid].runtime - p.s0.proc[tid].runtime
-		slack := rt/100 + stintSlack*d.Involuntary
-		t.Logf("worker %d: on-CPU %d ns, schedstat %d ns, %d involuntary switches, %d missed switch-ins", tid, d.OnCPUNs, rt, d.Involuntary, d.MissedIns)
-		if d.OnCPUNs+slack < rt || d.OnCPUNs > rt+slack {
-			t.Errorf("worker %d: on-CPU %d ns, schedstat runtime %d ns: more than 1%% + %d ns per involuntary switch (%d) apart", tid, d.OnCPUNs, rt, stintSlack, d.Involuntary)
-		}
+		checkStints(t, tid, p.s0, p.s1, false)
 	}
 }
 
