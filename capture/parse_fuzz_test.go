@@ -116,7 +116,8 @@ func checkShortOffsets(t *testing.T, b []byte, tcpAt int) {
 
 // FuzzSynMSS: the MSS synMSS finds in a SYN's options is the first MSS
 // option (kind 2, length 4) gopacket lists, for every options block
-// gopacket decodes (padded to whole words, as a TCP header carries them).
+// gopacket decodes (padded to whole words, as a TCP header carries them)
+// without an MPTCP option.
 func FuzzSynMSS(f *testing.F) {
 	f.Add([]byte{2, 4, 0x05, 0xb4})
 	f.Add([]byte{1, 1, 4, 2, 2, 4, 0xff, 0xd7})
@@ -136,6 +137,12 @@ func FuzzSynMSS(f *testing.F) {
 		if err := tcp.DecodeFromBytes(hdr, gopacket.NilDecodeFeedback); err != nil {
 			return
 		}
+		if stoppedEarly(&tcp) {
+			// gopacket stops reading options at a malformed MPTCP option
+			// (one shorter than 3 bytes); the kernel (tcp_parse_options)
+			// skips it and reads on, and so does synMSS: no reference here.
+			return
+		}
 		want := 0
 		for _, o := range tcp.Options {
 			if o.OptionType == layers.TCPOptionKindMSS && o.OptionLength == 4 && len(o.OptionData) == 2 {
@@ -147,6 +154,16 @@ func FuzzSynMSS(f *testing.F) {
 			t.Fatalf("synMSS % x = %d, gopacket %d (options %+v)", hdr[tcpHdrMin:], got, want, tcp.Options)
 		}
 	})
+}
+
+// stoppedEarly reports whether gopacket left options undecoded in Padding
+// without an end-of-list option: it gave up on a malformed option.
+func stoppedEarly(tcp *layers.TCP) bool {
+	if len(tcp.Padding) == 0 {
+		return false
+	}
+	n := len(tcp.Options)
+	return n == 0 || tcp.Options[n-1].OptionType != layers.TCPOptionKindEndList
 }
 
 // seedPackets are well-formed segments serialized by gopacket (IPv4 with
