@@ -72,8 +72,8 @@ func (d *slowNATS) Close() error {
 // a real nats-server: the consumer's pending limit is 50 messages and its
 // handler blocks after the first of 2000. nats.go counts the message in the
 // handler as pending until the handler returns, so 49 more are queued and
-// exactly 2000-50 are dropped. Exactly one message is received, Missing is
-// ClientDropped plus the 49 queued, the run ends with the slow-consumer
+// exactly 2000-50 are dropped; at most the handled message is received,
+// every other is missing, the run ends with the slow-consumer
 // error, and load.json carries the count. (The driver itself sets no
 // pending limit, so a real run drops nothing here.)
 func TestClientDropNATS(t *testing.T) {
@@ -107,17 +107,20 @@ func TestClientDropNATS(t *testing.T) {
 	if slow.pending != limit {
 		t.Errorf("nats.go holds %d messages pending (the handled one included), want the limit %d", slow.pending, limit)
 	}
-	if res.Sent != n || res.Received != 1 || res.Missing != n-1 {
-		t.Errorf("sent/received/missing = %d/%d/%d, want %d/1/%d", res.Sent, res.Received, res.Missing, n, n-1)
+	// The handled message counts as received only if its handler ran
+	// after the run's bookkeeping saw it sent (once in a CI run it did
+	// not): received is 0 or 1, and every other message is missing.
+	if res.Sent != n || res.Received > 1 || res.Missing != n-res.Received {
+		t.Errorf("sent/received/missing = %d/%d/%d, want %d/≤1/%d", res.Sent, res.Received, res.Missing, n, n-res.Received)
 	}
-	if res.ClientDropped != n-limit || res.Missing != res.ClientDropped+limit-1 {
-		t.Errorf("client dropped %d, missing %d; want %d dropped: every message but the handled one and the %d queued", res.ClientDropped, res.Missing, n-limit, limit-1)
+	if res.ClientDropped != n-limit {
+		t.Errorf("client dropped %d; want %d: every message but the handled one and the %d queued", res.ClientDropped, n-limit, limit-1)
 	}
 	dir := t.TempDir()
 	if err := res.WriteFiles(dir); err != nil {
 		t.Fatal(err)
 	}
-	if s := readSummary(t, dir); s.ClientDropped != res.ClientDropped || s.Missing != n-1 || s.Received != 1 {
-		t.Errorf("load.json client_dropped/missing/received = %d/%d/%d, want %d/%d/1", s.ClientDropped, s.Missing, s.Received, res.ClientDropped, n-1)
+	if s := readSummary(t, dir); s.ClientDropped != res.ClientDropped || s.Missing != res.Missing || s.Received != res.Received {
+		t.Errorf("load.json client_dropped/missing/received = %d/%d/%d, want %d/%d/%d", s.ClientDropped, s.Missing, s.Received, res.ClientDropped, res.Missing, res.Received)
 	}
 }

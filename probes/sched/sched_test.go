@@ -126,7 +126,33 @@ type sample struct {
 	// procCPU is the process's CPU clock at at: the scheduler's runtime
 	// of all its threads, exited ones included.
 	procCPU uint64
+	// steal is /proc/stat's steal time of all CPUs at at, in ns, in
+	// whole USER_HZ ticks (its resolution).
+	steal uint64
 }
+
+// stealNs reads the steal time of all CPUs from /proc/stat's "cpu" line;
+// the time stolen between two reads is at most their difference plus one
+// tick (stealTick).
+func stealNs(t testing.TB) uint64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+	if len(f) < 9 || f[0] != "cpu" {
+		t.Fatalf("/proc/stat: first line %q", f)
+	}
+	ticks, err := strconv.ParseUint(f[8], 10, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ticks * stealTick
+}
+
+// stealTick is /proc/stat's unit, 1/USER_HZ (100 on Linux).
+const stealTick = 10_000_000
 
 // stableSample reads /proc, the probe, and /proc again, until both /proc
 // reads agree: then no thread of pid switched or ran meanwhile, and the
@@ -175,7 +201,7 @@ func stableSample(t testing.TB, tr *Tracer, pid int) sample {
 			lastErr = errors.New("a thread stayed on a CPU")
 			continue
 		}
-		return sample{proc: p1, procVol: v1, procIn: i1, threads: th, cpus: cs, at: at, procCPU: uint64(clock.Nano())}
+		return sample{proc: p1, procVol: v1, procIn: i1, threads: th, cpus: cs, at: at, procCPU: uint64(clock.Nano()), steal: stealNs(t)}
 	}
 	t.Fatalf("no quiet moment in process %d to read /proc and the probe together: %v", pid, lastErr)
 	return sample{}
@@ -417,14 +443,16 @@ func TestOnCPUMatchesSchedstat(t *testing.T) {
 	checkAgainstProc(t, s0, s1)
 
 	var procNs, cpuNs uint64
+	var tids []int
 	for tid, p1 := range s1.proc {
 		procNs += p1.runtime - s0.proc[tid].runtime
 		cpuNs += s1.threads[tid].Sub(s0.threads[tid]).CPUNs
-		// On-CPU stints and run-queue waits, timed by the probe, against
-		// schedstat's runtime and run_delay: their sums only, since the
-		// runtime's threads are woken onto idle CPUs (see checkStints).
-		checkStints(t, tid, s0, s1, false)
+		tids = append(tids, tid)
 	}
+	// On-CPU stints and run-queue waits, timed by the probe, against
+	// schedstat's runtime and run_delay: over all threads together, since
+	// the runtime's threads are woken onto idle CPUs (see checkSums).
+	checkSums(t, tids, s0, s1)
 	t.Logf("schedstat runtime %d ns, probe CPU %d ns", procNs, cpuNs)
 	if procNs < 290e6 {
 		t.Fatalf("child ran only %d ns", procNs)

@@ -155,8 +155,31 @@ func pingPongSource(t *testing.T, pin string) (pingPongRun, *Source) {
 // point 5); the sum keeps it.
 func checkWorkersOnCPU(t *testing.T, p pingPongRun) {
 	t.Helper()
-	for _, tid := range p.workers {
-		checkStints(t, tid, p.s0, p.s1, false)
+	checkSums(t, p.workers, p.s0, p.s1)
+}
+
+// checkSums compares, over the threads tids together, the probe's
+// clock-timed waits and stints with schedstat's run_delay + runtime:
+// below by at most 1% + sumSlack per stint, above by that plus the time
+// /proc/stat says the hypervisor stole (in the probe's clock, in neither
+// schedstat field). Per thread the kernel and the probe can disagree on
+// whose wait a wakeup onto an idle CPU is (issue 10 point 5); together
+// the threads' time is conserved.
+func checkSums(t *testing.T, tids []int, s0, s1 sample) {
+	t.Helper()
+	var probe, kernel, stints uint64
+	for _, tid := range tids {
+		d := s1.threads[tid].Sub(s0.threads[tid])
+		p0, p1 := s0.proc[tid], s1.proc[tid]
+		probe += d.WaitNs + d.PreemptWaitNs + d.OnCPUNs
+		kernel += p1.runDelay - p0.runDelay + p1.runtime - p0.runtime
+		stints += p1.pcount - p0.pcount
+	}
+	slack := kernel/100 + sumSlack*stints
+	steal := s1.steal - s0.steal + stealTick
+	t.Logf("threads %v: probe wait + on-CPU %d ns, schedstat run_delay + runtime %d ns over %d stints; %d ns stolen at most", tids, probe, kernel, stints, steal)
+	if probe+slack < kernel || probe > kernel+slack+steal {
+		t.Errorf("threads %v: probe wait + on-CPU %d ns, schedstat %d ns: want within 1%% + %d ns per stint (+ %d ns stolen above)", tids, probe, kernel, sumSlack, steal)
 	}
 }
 
