@@ -5,7 +5,7 @@ export CGO_ENABLED := 0
 export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 # Debian packages the build, demo and tests need; installed when missing.
-APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc tcpdump ethtool linux-perf \
+APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux python3 tcpdump ethtool linux-perf \
 	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox
 
 .PHONY: all build deps generate check-generated test bench demo clean mutate
