@@ -141,25 +141,35 @@ type windowCurve struct {
 	dashed     bool
 }
 
-func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
+// rowsOf is the rows of one of r's source files, or errNoFigure when r
+// has no recording, the recording no such file, or the file no rows.
+func rowsOf[T any](r *Run, file func(*recordData) *rowsFile[T]) ([]T, error) {
 	if r.rec == nil {
 		return nil, errNoFigure
 	}
-	t := r.rec.sched
+	t := file(r.rec)
 	if t == nil || len(t.rows) == 0 {
 		return nil, errNoFigure
 	}
-	a := column(t.rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesTarget })
-	b := column(t.rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesCPUs })
-	in := column(t.rows, func(w *recfile.SchedRow) int { return w.MsgsIn })
-	pa, pb := make([]float64, len(t.rows)), make([]float64, len(t.rows))
+	return t.rows, nil
+}
+
+func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
+	rows, err := rowsOf(r, func(d *recordData) *rowsFile[recfile.SchedRow] { return d.sched })
+	if err != nil {
+		return nil, err
+	}
+	a := column(rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesTarget })
+	b := column(rows, func(w *recfile.SchedRow) uint64 { return w.SwitchesCPUs })
+	in := column(rows, func(w *recfile.SchedRow) int { return w.MsgsIn })
+	pa, pb := make([]float64, len(rows)), make([]float64, len(rows))
 	for i := range pa {
 		pa[i], pb[i] = a[i]/in[i], b[i]/in[i] // NaN or Inf with no message: not drawn
 		if in[i] == 0 {
 			pa[i], pb[i] = math.NaN(), math.NaN()
 		}
 	}
-	x := r.windowX(column(t.rows, func(w *recfile.SchedRow) int64 { return w.TStart }), column(t.rows, func(w *recfile.SchedRow) int64 { return w.TEnd }))
+	x := r.windowX(column(rows, func(w *recfile.SchedRow) int64 { return w.TStart }), column(rows, func(w *recfile.SchedRow) int64 { return w.TEnd }))
 	f, err := w.windowsFigure(x, name, "Context switches per message entering the broker, per window", "switches per message", []windowCurve{
 		{"switches_per_msg_target", "(a) out of the broker's threads", pa, colBroker, false},
 		{"switches_per_msg_cpus", "(b) all switches on the broker's CPUs", pb, colGrey, true},
@@ -169,7 +179,7 @@ func (w *writer) ctxswWindowsFigure(r *Run, name string) (*figure, error) {
 	}
 	cs := r.CtxSw
 	f.caption = fmt.Sprintf("sched.csv, %d windows of %s: switches in the window over the messages that entered the broker in it. (a) counts switches out of the broker's own threads (what /proc/PID/task/*/status counts); (b) every switch of any task on the CPUs the broker may run on (its affinity mask) — for a broker pinned to its own CPU, that CPU's switch count. Over the whole recording: (a) %s and (b) %s per message.",
-		len(t.rows), fmtDur(float64(r.rec.meta.WindowNs)), fmtNum(float64(cs.PerMsgTarget), 2), fmtNum(float64(cs.PerMsgCPUs), 2))
+		len(rows), fmtDur(float64(r.rec.meta.WindowNs)), fmtNum(float64(cs.PerMsgTarget), 2), fmtNum(float64(cs.PerMsgCPUs), 2))
 	return f, nil
 }
 
@@ -208,27 +218,24 @@ func (w *writer) cpuPerMsgFigure(r *Run, name string, usage bool) (*figure, erro
 }
 
 func (w *writer) cpuWindowsFigure(r *Run, name string) (*figure, error) {
-	if r.rec == nil {
-		return nil, errNoFigure
+	rows, err := rowsOf(r, func(d *recordData) *rowsFile[recfile.CPURow] { return d.cpu })
+	if err != nil {
+		return nil, err
 	}
-	t := r.rec.cpu
-	if t == nil || len(t.rows) == 0 {
-		return nil, errNoFigure
-	}
-	broker, _ := brokerUtil(t.rows)
+	broker, _ := brokerUtil(rows)
 	curves := []windowCurve{
 		{"broker_util", "broker (" + r.CPU.BrokerSource + ")", broker, colBroker, false},
-		{"system_util", "whole system", column(t.rows, func(c *recfile.CPURow) float64 { return c.System }), colGrey, false},
-		{"system_minus_broker_util", "system minus broker", column(t.rows, func(c *recfile.CPURow) float64 { return c.SystemMinusBroker }), colOther, true},
+		{"system_util", "whole system", column(rows, func(c *recfile.CPURow) float64 { return c.System }), colGrey, false},
+		{"system_minus_broker_util", "system minus broker", column(rows, func(c *recfile.CPURow) float64 { return c.SystemMinusBroker }), colOther, true},
 	}
-	x := r.windowX(column(t.rows, func(c *recfile.CPURow) int64 { return c.TStart }), column(t.rows, func(c *recfile.CPURow) int64 { return c.TEnd }))
+	x := r.windowX(column(rows, func(c *recfile.CPURow) int64 { return c.TStart }), column(rows, func(c *recfile.CPURow) int64 { return c.TEnd }))
 	f, err := w.windowsFigure(x, name, "CPU used per window, in CPUs' worth (1 = one CPU busy)", "CPUs", curves)
 	if err != nil {
 		return nil, err
 	}
 	c := r.CPU
 	f.caption = fmt.Sprintf("cpu.csv, %d windows: CPU time over wall time, so 1.0 is one CPU busy for the whole window (this host has %d CPUs). Broker median %s CPUs (source: %s), whole system median %s. Windows are read at the kernel's tick, so a single window can be a few percent off; totals are exact.",
-		len(t.rows), r.rec.meta.Host.CPUs, fmtNum(c.BrokerUtil.Median, 3), c.BrokerSource, fmtNum(c.SystemUtil.Median, 3))
+		len(rows), r.rec.meta.Host.CPUs, fmtNum(c.BrokerUtil.Median, 3), c.BrokerSource, fmtNum(c.SystemUtil.Median, 3))
 	return f, nil
 }
 
@@ -389,15 +396,12 @@ func (w *writer) packetsFigure(r *Run, name, dir string) (*figure, error) {
 }
 
 func (w *writer) gsoFigure(r *Run, name string) (*figure, error) {
-	if r.rec == nil {
-		return nil, errNoFigure
-	}
-	t := r.rec.gso
-	if t == nil || len(t.rows) == 0 {
-		return nil, errNoFigure
+	rows, err := rowsOf(r, func(d *recordData) *rowsFile[recfile.GSORow] { return d.gso })
+	if err != nil {
+		return nil, err
 	}
 	counts := map[int][2]float64{}
-	for _, row := range t.rows {
+	for _, row := range rows {
 		var sg int
 		fmt.Sscanf(strings.TrimSuffix(row.Segs, "+"), "%d", &sg)
 		c := counts[sg]
@@ -458,12 +462,9 @@ func (w *writer) gsoFigure(r *Run, name string) (*figure, error) {
 }
 
 func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
-	if r.rec == nil {
-		return nil, errNoFigure
-	}
-	t := r.rec.net
-	if t == nil || len(t.rows) == 0 {
-		return nil, errNoFigure
+	rows, err := rowsOf(r, func(d *recordData) *rowsFile[recfile.NetRow] { return d.net })
+	if err != nil {
+		return nil, err
 	}
 	per := func(a, b []float64) []float64 {
 		v := make([]float64, len(a))
@@ -475,11 +476,11 @@ func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
 		}
 		return v
 	}
-	pktsIn := column(t.rows, func(w *recfile.NetRow) uint64 { return w.PktsIn })
-	pktsOut := column(t.rows, func(w *recfile.NetRow) uint64 { return w.PktsOut })
-	msgsIn := column(t.rows, func(w *recfile.NetRow) int { return w.MsgsIn })
-	msgsOut := column(t.rows, func(w *recfile.NetRow) int { return w.MsgsOut })
-	x := r.windowX(column(t.rows, func(w *recfile.NetRow) int64 { return w.TStart }), column(t.rows, func(w *recfile.NetRow) int64 { return w.TEnd }))
+	pktsIn := column(rows, func(w *recfile.NetRow) uint64 { return w.PktsIn })
+	pktsOut := column(rows, func(w *recfile.NetRow) uint64 { return w.PktsOut })
+	msgsIn := column(rows, func(w *recfile.NetRow) int { return w.MsgsIn })
+	msgsOut := column(rows, func(w *recfile.NetRow) int { return w.MsgsOut })
+	x := r.windowX(column(rows, func(w *recfile.NetRow) int64 { return w.TStart }), column(rows, func(w *recfile.NetRow) int64 { return w.TEnd }))
 	f, err := w.windowsFigure(x, name, "Packets per message, per window", "packets / message", []windowCurve{
 		{"pkts_per_msg_in", "in: packets to the broker / messages entering", per(pktsIn, msgsIn), colE2E, false},
 		{"pkts_per_msg_out", "out: packets from the broker / copies leaving", per(pktsOut, msgsOut), colBroker, false},
@@ -489,6 +490,6 @@ func (w *writer) netWindowsFigure(r *Run, name string) (*figure, error) {
 	}
 	p := r.Packets
 	f.caption = fmt.Sprintf("net.csv, %d windows: packets (ACKs included) over messages in each direction. Over the recording: in %s, out %s packets per message. Packets are assigned to windows up to 10 ms late (the capture ring's block timeout).",
-		len(t.rows), fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.Out.PktsPerMsg), 3))
+		len(rows), fmtNum(float64(p.In.PktsPerMsg), 3), fmtNum(float64(p.Out.PktsPerMsg), 3))
 	return f, nil
 }
