@@ -40,7 +40,23 @@ struct thread_stats {
 	__u64 guessed;       /* switch-outs classified from the arguments: no counter baseline yet */
 	__u64 missed_ins;    /* switch-outs whose switch-in the probe never saw (see sched.bpf.c) */
 	__u64 switch_ins;    /* times put on a CPU */
-	__u64 oncpu_ns;      /* ktime between switch-in and switch-out, summed; cpu_ns's share for missed_ins stints */
+	/* On-CPU time as the kernel charges it: per stint, the growth of
+	 * se.sum_exec_runtime from the last observation to the switch-out
+	 * (put_prev_task ran update_curr just before the tracepoint), summed.
+	 * Not the clock between sched_switch in and out: a thread woken onto
+	 * an idle CPU is charged from its wake-up (the idle CPU's run-queue
+	 * clock is updated then and __schedule skips the update), so the idle
+	 * exit before its switch-in is its time too; time the hypervisor
+	 * stole is not (PARAVIRT_TIME_ACCOUNTING). Stints whose switch-in the
+	 * probe missed count the same way, so it equals cpu_ns but for the
+	 * stint during which the probe attached, which neither counts. */
+	__u64 oncpu_ns;
+	/* The clock from switch-in to switch-out, summed over stints whose
+	 * switch-in the probe saw: what oncpu_ns was before it followed the
+	 * kernel's charge. Stolen time is in it, the charge before a
+	 * switch-in is not; kept so that the stints' timing can be checked
+	 * against fields the probe never reads (schedstat's run_delay). */
+	__u64 clock_ns;
 	__u64 cpu_ns;        /* se.sum_exec_runtime growth: the scheduler's CPU time (no steal time) */
 	__u64 wait_ns;       /* sched_wakeup → switch-in, summed */
 	__u64 waits;
@@ -83,7 +99,20 @@ struct sched_event {
 	__u32 prev_tid; /* the target thread switched out, or 0 */
 	__u32 next_tid; /* the target thread switched in, or 0 */
 	__u32 cpu;
-	__u32 _pad;
+	__u32 flags;    /* enum sched_event_flags */
+	/* With SCHED_EV_CHARGED: the CPU time the kernel charged the stint
+	 * prev_tid ends here (its se.sum_exec_runtime growth, as oncpu_ns).
+	 * User space places the stint at [ts - charged_ns, ts]: backdated from
+	 * the switch-out, since the kernel may start charging before the
+	 * switch-in (see thread_stats.oncpu_ns). */
+	__u64 charged_ns;
+};
+
+enum sched_event_flags {
+	/* charged_ns is known: prev_tid had a counter baseline. Without it
+	 * (on a CPU since before the probe attached) the stint is not
+	 * counted. */
+	SCHED_EV_CHARGED = 1,
 };
 
 #endif /* BROKERTRACE_SCHED_H */

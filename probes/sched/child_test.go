@@ -75,6 +75,7 @@ func die(what string, err error) {
 //	-> ready <tidA> <tidB>                       (A and B blocked in read)
 //	<- go
 //	-> exited <tid> <voluntary> <nonvoluntary>   (one per transient thread)
+//	-> self <tid> <clock ns> <rusage ns>         (A, then B: own CPU time)
 //	-> done                                      (work done, transients gone)
 //	<- EOF
 func childPingPong(in *bufio.Reader, n int) {
@@ -92,11 +93,14 @@ func childPingPong(in *bufio.Reader, n int) {
 	tids := [2]chan int{make(chan int, 1), make(chan int, 1)}
 	peers := [2]chan int{make(chan int, 1), make(chan int, 1)}
 	done := make(chan bool, 2)
+	// Each worker's own CPU time over its loop, by CLOCK_THREAD_CPUTIME_ID
+	// and by getrusage(RUSAGE_THREAD), read before its first read blocks
+	// and after its last round.
+	var self [2][2]int64
 	// A reads ba and writes ab; B reads ab and writes ba. A's first token
 	// comes from main, so B's last write has no reader.
 	worker := func(id, rd, wr, peerFd, writes int) {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
+		runtime.LockOSThread() // for good: the worker never returns
 		if avail.IsSet(0) && avail.IsSet(1) {
 			cpu := id
 			if os.Getenv(pinEnv) == pinOne {
@@ -107,6 +111,7 @@ func childPingPong(in *bufio.Reader, n int) {
 		tids[id] <- unix.Gettid()
 		peer := <-peers[id]
 		b := []byte{1}
+		clock0, ru0 := threadCPU()
 		for i := 0; i < n; i++ {
 			if _, err := unix.Read(rd, b); err != nil {
 				die("read", err)
@@ -118,7 +123,12 @@ func childPingPong(in *bufio.Reader, n int) {
 				}
 			}
 		}
+		clock1, ru1 := threadCPU()
+		self[id] = [2]int64{clock1 - clock0, ru1 - ru0}
 		done <- true
+		// Locked, the thread sleeps here and runs nothing else, so its
+		// CPU time after the clock read above stays a few µs.
+		select {}
 	}
 	go worker(0, ba[0], ab[1], ab[0], n)   // A
 	go worker(1, ab[0], ba[1], ba[0], n-1) // B
@@ -188,8 +198,25 @@ func childPingPong(in *bufio.Reader, n int) {
 			time.Sleep(time.Millisecond)
 		}
 	}
+	for id, tid := range [2]int{ta, tb} {
+		fmt.Printf("self %d %d %d\n", tid, self[id][0], self[id][1])
+	}
 	fmt.Println("done")
 	_, _ = io.Copy(io.Discard, in)
+}
+
+// threadCPU returns the calling thread's CPU time by its CPU clock and by
+// getrusage(RUSAGE_THREAD) (user + system), in ns.
+func threadCPU() (clock, rusage int64) {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts); err != nil {
+		die("clock_gettime", err)
+	}
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		die("getrusage", err)
+	}
+	return ts.Nano(), ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // isBlockedInRead reports whether thread tid of this process sleeps in

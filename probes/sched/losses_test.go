@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -182,17 +183,131 @@ func TestMapFullLoss(t *testing.T) {
 // E's switch-outs + switch-ins per /proc (no switch involves two target
 // threads: the main thread never runs). The stream holds the first
 // switches: E's switch-in, switch-out, switch-in… so the per-message ctxsw
-// over the whole run is half the events written, too low as the source
+// over the whole run is half the events written (rounded either way: a
+// page holds an odd number of 40-byte records), too low as the source
 // warns, and meta.json reports the drops.
 func TestSwitchRingLoss(t *testing.T) {
 	needRoot(t)
 	const k = 400
 	e := startEcho(t)
-	proc, err := process.ByPID(e.pid)
+	src, finish := finishingSource(t, e.pid, Options{RingSize: os.Getpagesize()})
+	outs0, ins0 := e.echoSwitches(t)
+	start := monotime.Now()
+	src.mu.Lock() // the reader stops at its next switch
+	e.echo(t, k)
+	src.mu.Unlock()
+	end := monotime.Now()
+	outs1, ins1 := e.echoSwitches(t)
+	src.Sample(end) // the counters meta.json reports
+	sw, _ := perMessage(t, src, start, end)
+	res, m := finish()
+	switches := (outs1 - outs0) + (ins1 - ins0)
+	t.Logf("%d switches of E per /proc; %d events written, %d dropped; ctxsw over the run %d", switches, m.Events, m.EventsDropped, sw)
+	if m.EventsDropped == 0 || m.Events+m.EventsDropped != switches || outs1-outs0 < k {
+		t.Errorf("%d events written + %d dropped, want > 0 dropped and %d in all (E's switches per /proc, %d of them out)", m.Events, m.EventsDropped, switches, outs1-outs0)
+	}
+	if (uint64(sw) != m.Events/2 && uint64(sw) != (m.Events+1)/2) || sw >= k {
+		t.Errorf("per-message ctxsw over the run %d, want %d or %d: the switch-outs among the %d events written, fewer than the %d blocks", sw, m.Events/2, (m.Events+1)/2, m.Events, k)
+	}
+	if !strings.Contains(strings.Join(res.Warnings, "\n"), fmt.Sprintf("%d switch events were lost", m.EventsDropped)) {
+		t.Errorf("warnings %q do not report the %d lost events", res.Warnings, m.EventsDropped)
+	}
+}
+
+// TestLateChargeLoss: a message answered while a stint of the target is
+// still open gets that stint from its switch-in; the charge the switch-out
+// brings later moves the stint's start (a wake-up onto an idle CPU, time
+// stolen), too late for that message. The child spins under SCHED_FIFO,
+// so that its stint outlasts the switch stream's poll (20 ms); the test
+// answers a message [a, b] ending while the spinning thread is on a CPU,
+// then answers it again once the stint has ended: the late stints are
+// counted, the two answers differ by no more than meta.json's
+// oncpu_stints_late_ns, and the warnings report them.
+func TestLateChargeLoss(t *testing.T) {
+	needRoot(t)
+	c := startChild(t, "spin")
+	c.expect(t, "ready")
+	fifo := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", c.pid))
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewSource(Options{RingSize: os.Getpagesize()})
+	for _, e := range tasks {
+		tid, _ := strconv.Atoi(e.Name())
+		if err := unix.SchedSetAttr(tid, &fifo, 0); err != nil {
+			t.Fatalf("SCHED_FIFO for thread %d: %v", tid, err)
+		}
+	}
+	src, finish := finishingSource(t, c.pid, Options{})
+	a := monotime.Now()
+	c.send(t, "go")
+	var b, first int64
+	for try := 0; try < 50 && b == 0; try++ {
+		tid, since := spinning(t, src.tr)
+		end := monotime.Now()
+		_, on := perMessage(t, src, a, end)
+		// Once the stint has ended, its charge is in the timeline.
+		for {
+			if th, err := src.tr.Threads(); err != nil || th[tid].OnCPUSince != since {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		perMessage(t, src, end, monotime.Now()) // merges the switch-out
+		src.mu.Lock()
+		late := src.tl.lateStints
+		src.mu.Unlock()
+		if late > 0 {
+			b, first = end, on
+		}
+	}
+	if b == 0 {
+		t.Fatal("no stint of the spinning thread was charged after a message during it was answered, in 50 tries")
+	}
+	c.expect(t, "done")
+	_, again := perMessage(t, src, a, b)
+	res, m := finish()
+	moved := again - first
+	t.Logf("[a, b] answered %d ns while the stint ran, %d ns after; %d late stints, %d ns", first, again, m.StintsLate, m.StintsLateNs)
+	if max(moved, -moved) > m.StintsLateNs || m.StintsLate == 0 || m.StintsLateNs == 0 {
+		t.Errorf("answers %d and %d ns: want them apart by at most the %d ns of %d late stints, and some", first, again, m.StintsLateNs, m.StintsLate)
+	}
+	if !strings.Contains(strings.Join(res.Warnings, "\n"), fmt.Sprintf("%d on-CPU stints were charged after", m.StintsLate)) {
+		t.Errorf("warnings %q do not report the %d late stints", res.Warnings, m.StintsLate)
+	}
+}
+
+// spinning waits until a thread of the probe's target is on a CPU and
+// returns it with its switch-in time.
+func spinning(t *testing.T, tr *Tracer) (tid int, since int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		th, err := tr.Threads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for tid, m := range th {
+			if m.OnCPUSince != 0 {
+				return tid, m.OnCPUSince
+			}
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatal("no thread of the target on a CPU within 10s")
+	return 0, 0
+}
+
+// finishingSource starts the scheduler source on pid as a recording does;
+// finish drains it and returns what Finish reports (an empty message
+// timeline).
+func finishingSource(t *testing.T, pid int, opts Options) (src *Source, finish func() (source.Result, Meta)) {
+	t.Helper()
+	proc, err := process.ByPID(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src = NewSource(opts)
 	env := &source.Env{Target: proc, Out: t.TempDir(), Start: monotime.Now(), Window: time.Second}
 	if err := src.Start(env); err != nil {
 		t.Fatal(err)
@@ -204,34 +319,16 @@ func TestSwitchRingLoss(t *testing.T) {
 			src.tr.Close()
 		}
 	})
-	outs0, ins0 := e.echoSwitches(t)
-	start := monotime.Now()
-	src.mu.Lock() // the reader stops at its next switch
-	e.echo(t, k)
-	src.mu.Unlock()
-	end := monotime.Now()
-	outs1, ins1 := e.echoSwitches(t)
-	src.Sample(end) // the counters meta.json reports
-	sw, _ := perMessage(t, src, start, end)
-
-	drained = true
-	if err := src.Drain(); err != nil {
-		t.Fatal(err)
-	}
-	res, err := src.Finish(&source.Timeline{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := res.Meta.(Meta)
-	switches := (outs1 - outs0) + (ins1 - ins0)
-	t.Logf("%d switches of E per /proc; %d events written, %d dropped; ctxsw over the run %d", switches, m.Events, m.EventsDropped, sw)
-	if m.EventsDropped == 0 || m.Events+m.EventsDropped != switches || outs1-outs0 < k {
-		t.Errorf("%d events written + %d dropped, want > 0 dropped and %d in all (E's switches per /proc, %d of them out)", m.Events, m.EventsDropped, switches, outs1-outs0)
-	}
-	if uint64(sw) != m.Events/2 || sw >= k {
-		t.Errorf("per-message ctxsw over the run %d, want %d: the switch-outs among the %d events written, fewer than the %d blocks", sw, m.Events/2, m.Events, k)
-	}
-	if !strings.Contains(strings.Join(res.Warnings, "\n"), fmt.Sprintf("%d switch events were lost", m.EventsDropped)) {
-		t.Errorf("warnings %q do not report the %d lost events", res.Warnings, m.EventsDropped)
+	return src, func() (source.Result, Meta) {
+		t.Helper()
+		drained = true
+		if err := src.Drain(); err != nil {
+			t.Fatal(err)
+		}
+		res, err := src.Finish(&source.Timeline{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, res.Meta.(Meta)
 	}
 }

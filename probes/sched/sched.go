@@ -64,6 +64,12 @@ type Switch struct {
 	PrevTID uint32 // the target thread switched out, or 0
 	NextTID uint32 // the target thread switched in, or 0
 	CPU     uint32
+	// Charged is the CPU time the kernel charged the stint PrevTID ends
+	// here (its se.sum_exec_runtime growth, as ThreadStats.OnCPUNs), or -1
+	// when unknown: PrevTID is 0 or was on a CPU since before the probe
+	// attached. The stint is [Time-Charged, Time]: the kernel may start
+	// charging before the switch-in (a wake-up onto an idle CPU).
+	Charged int64
 }
 
 // Thread flags, as in enum sched_thread_flags.
@@ -73,6 +79,9 @@ const (
 	flagExited   = 4
 	flagDead     = 8
 )
+
+// evCharged is SCHED_EV_CHARGED of enum sched_event_flags.
+const evCharged = 1
 
 // ThreadStats are one target thread's cumulative counters since Open.
 // Times are CLOCK_MONOTONIC nanoseconds (package monotime).
@@ -99,22 +108,32 @@ type ThreadStats struct {
 	// Times put on a CPU, as seen by the probe, and switch-outs whose
 	// switch-in the probe was not run for: the scheduler counted the
 	// switch (/proc shows it) but the sched_switch programs did not see
-	// it. Switch counts and CPUNs stay exact through that, since they come
-	// from the kernel's counters; OnCPUNs takes CPUNs's value for such a
-	// stint and its run-queue wait is lost. On the development VM this
+	// it. Switch counts, CPUNs and OnCPUNs stay exact through that, since
+	// they come from the kernel's counters (the stream carries the stint
+	// at its switch-out too); its run-queue wait is lost. On the development VM this
 	// happened about once a second, always for a switch away from one
 	// particular thread of the VM's init process.
 	SwitchIns uint64 `json:"switch_ins"`
 	MissedIns uint64 `json:"missed_switch_ins"`
 
-	// OnCPUNs: time between switch-in and switch-out, by the clock.
 	// CPUNs: what the scheduler charged (se.sum_exec_runtime, the first
 	// field of /proc/<pid>/task/<tid>/schedstat); it leaves out time the
-	// hypervisor stole. Neither includes the current stint of a thread on a
-	// CPU now (see OnCPUSince) nor the stint during which the probe
-	// attached (see Guessed).
+	// hypervisor stole. OnCPUNs: the same charge summed stint by stint at
+	// each switch-out, so the two are equal; it is the total of the stints
+	// the switch stream carries (Switch.Charged) for per-message
+	// attribution. It is not the clock from switch-in to switch-out: a
+	// thread woken onto an idle CPU is charged from its wake-up, before
+	// its switch-in (27-30% more for two threads ping-ponging on two
+	// CPUs), and stolen time is left out. Neither includes the current
+	// stint of a thread on a CPU now (see OnCPUSince) nor the stint during
+	// which the probe attached (see Guessed).
 	OnCPUNs uint64 `json:"oncpu_ns"`
 	CPUNs   uint64 `json:"cpu_ns"`
+	// ClockNs: the clock from switch-in to switch-out, summed over the
+	// stints whose switch-in the probe saw (what OnCPUNs was before it
+	// followed the charge): stolen time in, the charge before a switch-in
+	// out. Its timing can be checked against schedstat's run_delay.
+	ClockNs uint64 `json:"clock_ns"`
 
 	// Run-queue wait: from sched_wakeup to switch-in (WaitNs over Waits),
 	// and from a switch-out that left it runnable to switch-in
@@ -154,6 +173,7 @@ func (s ThreadStats) Sub(old ThreadStats) ThreadStats {
 	d.MissedIns -= old.MissedIns
 	d.OnCPUNs -= old.OnCPUNs
 	d.CPUNs -= old.CPUNs
+	d.ClockNs -= old.ClockNs
 	d.WaitNs -= old.WaitNs
 	d.Waits -= old.Waits
 	d.PreemptWaitNs -= old.PreemptWaitNs
@@ -333,6 +353,7 @@ func decodeThread(v *schedThreadStats) ThreadStats {
 		SwitchIns:     v.SwitchIns,
 		OnCPUNs:       v.OncpuNs,
 		CPUNs:         v.CpuNs,
+		ClockNs:       v.ClockNs,
 		WaitNs:        v.WaitNs,
 		Waits:         v.Waits,
 		PreemptWaitNs: v.PreemptWaitNs,
@@ -433,6 +454,10 @@ func (t *Tracer) ReadSwitches(ctx context.Context, fn func(Switch), idle func(no
 			return
 		}
 		ev := (*schedSchedEvent)(unsafe.Pointer(&raw[0]))
-		fn(Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu})
+		sw := Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu, Charged: -1}
+		if ev.Flags&evCharged != 0 {
+			sw.Charged = int64(ev.ChargedNs)
+		}
+		fn(sw)
 	}})
 }

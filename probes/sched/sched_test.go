@@ -274,6 +274,7 @@ const pingPongRounds = 2000
 type pingPongRun struct {
 	workers []int   // tids of A and B
 	gone    [][]int // transient threads: tid, voluntary, nonvoluntary as each last read them
+	self    [][]int // A and B: own CPU time over the loop, by their CPU clock and getrusage
 	s0, s1  sample  // quiet samples before and after the work
 }
 
@@ -289,6 +290,13 @@ func runPingPong(t *testing.T, pin string, attach func(pid int) *Tracer) pingPon
 	c.send(t, "go")
 	for range transientThreads {
 		p.gone = append(p.gone, c.expect(t, "exited"))
+	}
+	for _, tid := range p.workers {
+		self := c.expect(t, "self")
+		if self[0] != tid {
+			t.Fatalf("child: own CPU time of thread %d, want %d's", self[0], tid)
+		}
+		p.self = append(p.self, self[1:])
 	}
 	c.expect(t, "done")
 	// A thread leaves /proc before its final switch; on a busy machine

@@ -24,12 +24,13 @@ type schedCpuStats struct {
 }
 
 type schedSchedEvent struct {
-	_       structs.HostLayout
-	Ts      uint64
-	PrevTid uint32
-	NextTid uint32
-	Cpu     uint32
-	Pad     uint32
+	_         structs.HostLayout
+	Ts        uint64
+	PrevTid   uint32
+	NextTid   uint32
+	Cpu       uint32
+	Flags     uint32
+	ChargedNs uint64
 }
 
 type schedThreadStats struct {
@@ -43,6 +44,7 @@ type schedThreadStats struct {
 	MissedIns     uint64
 	SwitchIns     uint64
 	OncpuNs       uint64
+	ClockNs       uint64
 	CpuNs         uint64
 	WaitNs        uint64
 	Waits         uint64

@@ -165,7 +165,13 @@ type Meta struct {
 	// skipped (Stats.Missed).
 	SwitchOutsStreamed int64 `json:"switch_outs_streamed"`
 	UnknownMessages    int   `json:"messages_unattributed"`
-	Stats              Stats `json:"probe"`
+	// StintsLate counts stints whose charge, known at their switch-out,
+	// moved on-CPU time into intervals already answered (messages
+	// annotated before the stint ended); StintsLateNs is how much, so
+	// those messages' oncpu_ns may be off by up to that in all.
+	StintsLate   int   `json:"oncpu_stints_late"`
+	StintsLateNs int64 `json:"oncpu_stints_late_ns"`
+	Stats        Stats `json:"probe"`
 }
 
 func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
@@ -184,6 +190,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	meta.SwitchesCPUs = s.cpuSwitches(first, last)
 	s.tl.seal(math.MaxInt64)
 	meta.LateEvents = s.tl.late
+	meta.StintsLate, meta.StintsLateNs = s.tl.lateStints, s.tl.lateNs
 	if n, _, ok := s.tl.between(first.End, last.End); ok {
 		meta.SwitchOutsStreamed = n
 	}
@@ -211,6 +218,9 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	}
 	if s.unknown > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d messages stayed in the broker longer than the %v of switch history kept: their ctxsw and oncpu_ns are empty", s.unknown, time.Duration(horizon)))
+	}
+	if meta.StintsLate > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d on-CPU stints were charged after messages during them were written: their oncpu_ns may be off by up to %d ns in all", meta.StintsLate, meta.StintsLateNs))
 	}
 	if s.snapErrs > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d windows could not be sampled", s.snapErrs))

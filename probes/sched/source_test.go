@@ -105,6 +105,7 @@ func TestSourceNATS(t *testing.T) {
 		t.Fatalf("windows sum to %d switches, totals %d", target, m.SwitchesVoluntary+m.SwitchesInvoluntary)
 	}
 	checkStreamExact(t, src, m, target)
+	checkRunOnCPU(t, src, m)
 	if m.EventsDropped != 0 || m.LateEvents != 0 || m.UnknownMessages != 0 || m.SwitchesCPUs < uint64(target) {
 		t.Fatalf("meta %+v", m)
 	}
@@ -143,5 +144,25 @@ func checkStreamExact(t *testing.T, src *Source, m Meta, target int64) {
 	if d := target - m.SwitchOutsStreamed; d > inSnap(first) || d < -inSnap(last) || m.Stats.Missed != 0 {
 		t.Fatalf("stream has %d switch-outs, counters %d; %d and %d switches during the first and last snapshots, %d runs missed",
 			m.SwitchOutsStreamed, target, inSnap(first), inSnap(last), m.Stats.Missed)
+	}
+}
+
+// checkRunOnCPU: the on-CPU time a message spanning the recording would get
+// (first to last snapshot) against the CPU time the kernel charged the
+// server's threads in between, by their counters: within quietEdge, for
+// a stint running across a snapshot (the server is idle then; equal in
+// every run measured). Late
+// charges are logged: rows written while a stint ran.
+func checkRunOnCPU(t *testing.T, src *Source, m Meta) {
+	t.Helper()
+	first, last := src.samples[0], src.samples[len(src.samples)-1]
+	_, on, ok := src.tl.between(first.End, last.End)
+	var cpu uint64
+	for _, d := range threadDeltas(first, last) {
+		cpu += d.CPUNs
+	}
+	t.Logf("over the recording: oncpu_ns %d, charged %d ns (%+.3f%%); %d late stints (%d ns)", on, cpu, pct(uint64(on), cpu), m.StintsLate, m.StintsLateNs)
+	if !ok || !within(uint64(on), cpu, quietEdge) {
+		t.Errorf("over the recording: oncpu_ns %d (answered %v), the threads were charged %d ns: more than %.1f%% apart", on, ok, cpu, 100*quietEdge)
 	}
 }

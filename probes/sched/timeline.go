@@ -10,13 +10,30 @@ import (
 // appended as they are read; those older than the seal time are merged in
 // time order into edges, where a running integral of "target threads on a
 // CPU" makes each query two binary searches.
+//
+// On-CPU time is the kernel's charge: a stint runs from its switch-in
+// until its switch-out says what it was charged (Switch.Charged); then it
+// is placed at [out-charged, out], by a correction over the edges since
+// it began (charging may start before the switch-in, and leaves out
+// stolen time). A correction costs the edges merged since the stint's
+// start, so over a second at most the edges of that second times the
+// CPUs. Messages already answered do not see a correction that reaches
+// back before them: such corrections are counted in lateStints/lateNs.
 type timeline struct {
-	pending []Switch // read, not yet merged
-	times   []int64  // edge times, sorted
-	outs    []int64  // cumulative switch-outs up to and including each edge
-	running []int32  // target threads on a CPU just after each edge
-	area    []int64  // ∫ running dt from the first edge to each edge (ns)
-	on      map[uint32]bool
+	pending []Switch         // read, not yet merged
+	times   []int64          // edge times, sorted
+	outs    []int64          // cumulative switch-outs up to and including each edge
+	running []int32          // target threads on a CPU just after each edge
+	area    []int64          // ∫ running dt from the first edge to each edge (ns)
+	on      map[uint32]int64 // threads on a CPU: their switch-in time
+	// queried is the latest end of an interval answered: corrections
+	// before it come too late for those answers.
+	queried int64
+	// lateStints and lateNs: corrections of on-CPU time that reached back
+	// before queried, and their size in ns (positive or negative, summed
+	// as absolute values within the answered past).
+	lateStints int
+	lateNs     int64
 	// late counts switches read after their time was sealed: they are left
 	// out of the integral (never seen in practice; cross-CPU ordering in
 	// the ring buffer is within microseconds and sealing trails by 1 ms).
@@ -26,7 +43,7 @@ type timeline struct {
 	prunedTo int64
 }
 
-func newTimeline() *timeline { return &timeline{on: map[uint32]bool{}} }
+func newTimeline() *timeline { return &timeline{on: map[uint32]int64{}} }
 
 func (tl *timeline) add(s Switch) { tl.pending = append(tl.pending, s) }
 
@@ -63,23 +80,79 @@ func (tl *timeline) merge(s Switch) {
 		outs, running = tl.outs[last], tl.running[last]
 		area = tl.area[last] + int64(running)*(s.Time-tl.times[last])
 	}
+	in, wasOn := tl.on[s.PrevTID]
 	if s.PrevTID != 0 {
 		outs++
-		if tl.on[s.PrevTID] {
+		if wasOn {
 			running--
 			delete(tl.on, s.PrevTID)
 		}
-		// A thread on a CPU since before the probe attached has no
-		// switch-in: its first stint is not counted as on-CPU time.
 	}
-	if s.NextTID != 0 && !tl.on[s.NextTID] {
-		tl.on[s.NextTID] = true
+	if _, on := tl.on[s.NextTID]; s.NextTID != 0 && !on {
+		tl.on[s.NextTID] = s.Time
 		running++
 	}
 	tl.times = append(tl.times, s.Time)
 	tl.outs = append(tl.outs, outs)
 	tl.running = append(tl.running, running)
 	tl.area = append(tl.area, area)
+	if s.PrevTID == 0 || s.Charged < 0 {
+		// No charge known: a thread on a CPU since before the probe
+		// attached (its first stint has no switch-in and is not
+		// counted), or one the thread map had no room for (counted
+		// there; its stint stays as the clock had it).
+		return
+	}
+	start := s.Time - s.Charged
+	switch {
+	case !wasOn: // its switch-in was missed: the whole stint
+		tl.addRun(start, s.Time, 1)
+	case start < in: // charged from before the switch-in
+		tl.addRun(start, in, 1)
+	case start > in: // charged less than switch-in to switch-out
+		tl.addRun(in, start, -1)
+	}
+}
+
+// addRun adds sign threads on a CPU over [x1, x2), x2 ≤ the last edge,
+// to the merged edges; history pruned away is left alone.
+func (tl *timeline) addRun(x1, x2 int64, sign int32) {
+	x1 = max(x1, tl.prunedTo)
+	if x2 <= x1 {
+		return
+	}
+	if x1 < tl.queried {
+		tl.lateStints++
+		tl.lateNs += min(x2, tl.queried) - x1
+	}
+	i1 := tl.edgeAt(x1)
+	i2 := tl.edgeAt(x2)
+	for i := i1; i < i2; i++ {
+		tl.running[i] += sign
+	}
+	for i := i1 + 1; i < len(tl.times); i++ {
+		tl.area[i] += int64(sign) * (min(tl.times[i], x2) - x1)
+	}
+}
+
+// edgeAt returns the index of the edge at time x, inserting one that
+// changes nothing if there is none.
+func (tl *timeline) edgeAt(x int64) int {
+	k, found := slices.BinarySearch(tl.times, x)
+	if found {
+		return k
+	}
+	var outs, area int64
+	var running int32
+	if k > 0 {
+		outs, running = tl.outs[k-1], tl.running[k-1]
+		area = tl.area[k-1] + int64(running)*(x-tl.times[k-1])
+	}
+	tl.times = slices.Insert(tl.times, k, x)
+	tl.outs = slices.Insert(tl.outs, k, outs)
+	tl.running = slices.Insert(tl.running, k, running)
+	tl.area = slices.Insert(tl.area, k, area)
+	return k
 }
 
 // at returns the cumulative switch-outs and on-CPU area at time t.
@@ -97,6 +170,7 @@ func (tl *timeline) between(a, b int64) (switches, oncpu int64, ok bool) {
 	if a < tl.prunedTo || b < a {
 		return 0, 0, false
 	}
+	tl.queried = max(tl.queried, b)
 	o1, a1 := tl.at(a)
 	o2, a2 := tl.at(b)
 	return o2 - o1, a2 - a1, true

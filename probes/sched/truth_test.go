@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/source"
@@ -92,48 +95,85 @@ func within(got, want uint64, frac float64) bool {
 // the ping-pong workers on two CPUs (events of two CPUs interleave) and
 // on one.
 func TestCtxswStreamMatchesCounters(t *testing.T) {
+	onPingPong(t, func(t *testing.T, pin string, p pingPongRun, sw, on int64) {
+		var counters uint64
+		for tid, m := range p.s1.threads {
+			counters += m.Sub(p.s0.threads[tid]).Switches()
+		}
+		t.Logf("stream: %d switch-outs, %d ns on CPU; counters: %d switch-outs", sw, on, counters)
+		if uint64(sw) != counters {
+			t.Errorf("per-message ctxsw over the run %d, the threads' counters grew by %d", sw, counters)
+		}
+		if counters < 2*pingPongRounds {
+			t.Errorf("%d switch-outs, want ≥ %d: each worker read blocked", counters, 2*pingPongRounds)
+		}
+		if pin == pinOne {
+			checkWorkersOnCPU(t, p)
+		}
+	})
+}
+
+// onPingPong runs check on the ping-pong workers under the scheduler
+// source, on two CPUs and on one, with the per-message ctxsw and oncpu_ns
+// of a message spanning the run; the probe must have lost nothing.
+func onPingPong(t *testing.T, check func(t *testing.T, pin string, p pingPongRun, ctxsw, oncpu int64)) {
 	needRoot(t)
 	needCPUs01(t)
 	for _, pin := range []string{pinTwo, pinOne} {
 		t.Run(pin, func(t *testing.T) {
 			p, src := pingPongSource(t, pin)
 			sw, on := perMessage(t, src, p.s0.at, p.s1.at)
-			var counters uint64
-			for tid, m := range p.s1.threads {
-				counters += m.Sub(p.s0.threads[tid]).Switches()
-			}
-			t.Logf("stream: %d switch-outs, %d ns on CPU; counters: %d switch-outs", sw, on, counters)
-			if uint64(sw) != counters {
-				t.Errorf("per-message ctxsw over the run %d, the threads' counters grew by %d", sw, counters)
-			}
-			if counters < 2*pingPongRounds {
-				t.Errorf("%d switch-outs, want ≥ %d: each worker read blocked", counters, 2*pingPongRounds)
-			}
-			if pin == pinOne {
-				checkWorkersOnCPU(t, p)
-				checkOnCPUIntegral(t, p, on)
-			}
+			check(t, pin, p, sw, on)
 			checkHealth(t, src.tr)
 		})
 	}
 }
 
-// TestOnCPUTwoCPUs: the ping-pong workers on two CPUs; each worker's
-// on-CPU time must be within 1% of its schedstat runtime, and the
-// per-message oncpu_ns over the run within 1% of the process's CPU clock.
+// TestOnCPUTwoCPUs: the ping-pong workers on two CPUs, each woken onto an
+// idle CPU every round, which the kernel charges from the wake-up, before
+// the switch-in (issue 10 point 5: the clock from switch-in to switch-out
+// was 27-30% below schedstat here). Each worker's on-CPU time must be
+// within 1% of its schedstat runtime and of the CPU clock the worker read
+// itself (CLOCK_THREAD_CPUTIME_ID, around its loop), and the per-message
+// oncpu_ns over the run, built from the switch stream, within 1% of the
+// process's CPU clock read by the test (which lacks the exited threads'
+// final stints: measured 0.03-0.12% below). Then once more on one CPU.
 func TestOnCPUTwoCPUs(t *testing.T) {
-	t.Skip("issue 10 point 5: oncpu_ns misses the time the kernel charges a thread woken onto an idle CPU before its sched_switch; measured here 8-23% low per worker and 18-21% low over the process, in every run")
-	needRoot(t)
-	needCPUs01(t)
-	p, src := pingPongSource(t, pinTwo)
-	_, on := perMessage(t, src, p.s0.at, p.s1.at)
-	checkWorkersOnCPU(t, p)
-	cpu := p.s1.procCPU - p.s0.procCPU
-	t.Logf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns", on, cpu)
-	if !within(uint64(on), cpu, 0.01) {
-		t.Errorf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns: more than 1%% apart", on, cpu)
+	onPingPong(t, func(t *testing.T, _ string, p pingPongRun, _, on int64) {
+		checkWorkersCharged(t, p)
+		cpu := p.s1.procCPU - p.s0.procCPU
+		t.Logf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns (%+.3f%%)", on, cpu, pct(uint64(on), cpu))
+		if !within(uint64(on), cpu, 0.01) {
+			t.Errorf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns: more than 1%% apart", on, cpu)
+		}
+		checkOnCPUIntegral(t, p, on)
+	})
+}
+
+// checkWorkersCharged: each worker's on-CPU time against its schedstat
+// runtime (within 1%) and against the CPU clock it read itself around its
+// loop (p.self), within 0.1%: the two differ by the code between the
+// worker's clock reads and its first block and last switch (measured
+// 0.003-0.013% of the loop's 120-270 ms, either way).
+func checkWorkersCharged(t *testing.T, p pingPongRun) {
+	t.Helper()
+	for i, tid := range p.workers {
+		d := p.s1.threads[tid].Sub(p.s0.threads[tid])
+		rt := p.s1.proc[tid].runtime - p.s0.proc[tid].runtime
+		self, rusage := uint64(p.self[i][0]), uint64(p.self[i][1])
+		t.Logf("worker %d: on-CPU %d ns, schedstat %d ns (%+.3f%%), own CPU clock %d ns (%+.3f%%), own getrusage %d ns; clock switch-in to switch-out %d ns (%+.1f%%), %d missed switch-ins",
+			tid, d.OnCPUNs, rt, pct(d.OnCPUNs, rt), self, pct(d.OnCPUNs, self), rusage, d.ClockNs, pct(d.ClockNs, rt), d.MissedIns)
+		if !within(d.OnCPUNs, rt, 0.01) {
+			t.Errorf("worker %d: on-CPU %d ns, schedstat runtime %d ns: more than 1%% apart", tid, d.OnCPUNs, rt)
+		}
+		if !within(d.OnCPUNs, self, 0.001) {
+			t.Errorf("worker %d: on-CPU %d ns, its own CPU clock %d ns: more than 0.1%% apart", tid, d.OnCPUNs, self)
+		}
 	}
 }
+
+// pct is how far got is from want, in percent.
+func pct(got, want uint64) float64 { return 100 * (float64(got)/float64(want) - 1) }
 
 // pingPongSource runs the ping-pong child under the scheduler source.
 func pingPongSource(t *testing.T, pin string) (pingPongRun, *Source) {
@@ -159,7 +199,7 @@ func checkWorkersOnCPU(t *testing.T, p pingPongRun) {
 }
 
 // checkSums compares, over the threads tids together, the probe's
-// clock-timed waits and stints with schedstat's run_delay + runtime:
+// clock-timed waits and stints (ClockNs) with schedstat's run_delay + runtime:
 // below by at most 1% + sumSlack per stint, above by that plus the time
 // /proc/stat says the hypervisor stole (in the probe's clock, in neither
 // schedstat field). Per thread the kernel and the probe can disagree on
@@ -171,7 +211,7 @@ func checkSums(t *testing.T, tids []int, s0, s1 sample) {
 	for _, tid := range tids {
 		d := s1.threads[tid].Sub(s0.threads[tid])
 		p0, p1 := s0.proc[tid], s1.proc[tid]
-		probe += d.WaitNs + d.PreemptWaitNs + d.OnCPUNs
+		probe += d.WaitNs + d.PreemptWaitNs + d.ClockNs
 		kernel += p1.runDelay - p0.runDelay + p1.runtime - p0.runtime
 		stints += p1.pcount - p0.pcount
 	}
@@ -184,10 +224,12 @@ func checkSums(t *testing.T, tids []int, s0, s1 sample) {
 }
 
 // checkOnCPUIntegral: the per-message oncpu_ns over the run integrates the
-// stream's stints; the threads' OnCPUNs add up the same stints in the
-// kernel. They must be equal, but for stints whose switch-in the programs
-// did not see: OnCPUNs takes the scheduler's charge for those, the stream
-// has no stint.
+// stream's stints; the threads' OnCPUNs add up the same charges in the
+// kernel, stints whose switch-in the programs did not see included. Both
+// samples are quiet (no thread on a CPU), so every stint lies wholly
+// inside the run or outside it, but for one whose charge began at a
+// wake-up just before a sample and whose switch-in came after it (tens of
+// µs): within quietEdge; equal in every run measured.
 func checkOnCPUIntegral(t *testing.T, p pingPongRun, on int64) {
 	t.Helper()
 	var sum, missed uint64
@@ -196,10 +238,14 @@ func checkOnCPUIntegral(t *testing.T, p pingPongRun, on int64) {
 		sum, missed = sum+d.OnCPUNs, missed+d.MissedIns
 	}
 	t.Logf("per-message oncpu_ns over the run %d ns, threads' on-CPU %d ns, %d missed switch-ins", on, sum, missed)
-	if uint64(on) > sum || (missed == 0 && uint64(on) != sum) {
-		t.Errorf("per-message oncpu_ns over the run %d ns, threads' on-CPU %d ns with %d missed switch-ins: want equal (≤ with missed ones)", on, sum, missed)
+	if !within(uint64(on), sum, quietEdge) {
+		t.Errorf("per-message oncpu_ns over the run %d ns, threads' on-CPU %d ns (%d missed switch-ins): more than %.1f%% apart", on, sum, missed, 100*quietEdge)
 	}
 }
+
+// quietEdge bounds, as a fraction of a run's on-CPU time (≥ 100 ms here),
+// the charge of a stint that straddles a quiet sample (checkOnCPUIntegral).
+const quietEdge = 0.001
 
 // TestCtxswCountsKnownBlocks: a single-threaded target (cat) reads a pipe
 // the test feeds one byte at a time, each byte written only once cat sleeps
@@ -296,8 +342,9 @@ func TestRunDelayMatchesSchedstat(t *testing.T) {
 	checkHealth(t, tr)
 }
 
-// checkStints compares one thread's run-queue wait and on-CPU time between
-// two samples with schedstat's run_delay and runtime: within 1% plus
+// checkStints compares one thread's run-queue wait and clock-timed on-CPU
+// time (ClockNs) between two samples with schedstat's run_delay and
+// runtime: within 1% plus
 // stintSlack per stint; a missed switch-in loses that stint's wait, so
 // with one there is no lower bound on the wait. Unless split, only their
 // sums are compared, within 1% plus sumSlack per stint: for a thread
@@ -311,9 +358,9 @@ func checkStints(t *testing.T, tid int, s0, s1 sample, split bool) {
 	wait, delay, rt := d.WaitNs+d.PreemptWaitNs, p1.runDelay-p0.runDelay, p1.runtime-p0.runtime
 	stints := p1.pcount - p0.pcount
 	t.Logf("thread %d: probe wait %d ns over %d+%d waits, schedstat run_delay %d ns over %d stints (%d missed switch-ins); on-CPU %d ns, schedstat runtime %d ns",
-		tid, wait, d.Waits, d.PreemptWaits, delay, stints, d.MissedIns, d.OnCPUNs, rt)
+		tid, wait, d.Waits, d.PreemptWaits, delay, stints, d.MissedIns, d.ClockNs, rt)
 	if !split {
-		wait, delay, rt, d.OnCPUNs = wait+d.OnCPUNs, delay+rt, 0, 0
+		wait, delay, rt, d.ClockNs = wait+d.ClockNs, delay+rt, 0, 0
 	}
 	slack := stintSlack * stints
 	if !split {
@@ -330,8 +377,12 @@ func checkStints(t *testing.T, tid int, s0, s1 sample, split bool) {
 	// Time the hypervisor stole while the thread was on a CPU is in the
 	// probe's stints and not in runtime (PARAVIRT_TIME_ACCOUNTING).
 	steal := s1.steal - s0.steal + stealTick
-	if d.OnCPUNs+rt/100+slack < rt || d.OnCPUNs > rt+rt/100+slack+steal {
-		t.Errorf("thread %d: on-CPU %d ns, schedstat runtime %d ns over %d stints: want within 1%% + %d ns per stint (+ %d ns stolen above)", tid, d.OnCPUNs, rt, stints, stintSlack, steal)
+	if d.ClockNs+rt/100+slack < rt || d.ClockNs > rt+rt/100+slack+steal {
+		t.Errorf("thread %d: clock-timed on-CPU %d ns, schedstat runtime %d ns over %d stints: want within 1%% + %d ns per stint (+ %d ns stolen above)", tid, d.ClockNs, rt, stints, stintSlack, steal)
+	}
+	// The charge, stint by stint: the runtime schedstat prints.
+	if on, rt := s1.threads[tid].Sub(s0.threads[tid]).OnCPUNs, p1.runtime-p0.runtime; !within(on, rt, 0.01) {
+		t.Errorf("thread %d: on-CPU %d ns, schedstat runtime %d ns: more than 1%% apart", tid, on, rt)
 	}
 }
 
@@ -350,3 +401,65 @@ const sumSlack = 10_000
 // run-queue clock update in __schedule, so it ends the preempted stint at
 // the wakeup; the probe ends it at sched_switch. 10 µs per stint and 1%.
 const stintSlack = 10_000
+
+// TestPerMessageOnCPUNATS: a real nats-server relays marked messages one
+// at a time (publish, wait for the copy, publish the next), while the
+// test reads no socket of its own: each message's interval runs from the
+// previous copy's arrival to its own, so the intervals tile the run,
+// which starts and ends at quiet moments of the server. The per-message
+// oncpu_ns summed over the messages must then equal the CPU time the
+// kernel charged the server's threads over the run (cpu_ns from their
+// counters), within quietEdge (equal in every run measured): a stint
+// lost, doubled or cut at an interval's edge would show. The
+// server's Go threads wake each other onto idle CPUs, as in issue 10
+// point 5.
+func TestPerMessageOnCPUNATS(t *testing.T) {
+	needRoot(t)
+	srv := testbroker.StartNATS(t)
+	nc, err := nats.Connect(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	copies := make(chan struct{}, 1)
+	if _, err := nc.Subscribe("bt.oncpu", func(*nats.Msg) { copies <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	src := startSource(t, srv.PID())
+	s0 := stableSample(t, src.tr, srv.PID())
+	const n = 2000
+	ends := []int64{s0.at}
+	body := make([]byte, 0, 256)
+	for i := range n {
+		body = marker.Append(body[:0], uint64(i+1))
+		body = append(body, make([]byte, 200)...)
+		if err := nc.Publish("bt.oncpu", body); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-copies:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("message %d: no copy after 10s", i+1)
+		}
+		ends = append(ends, monotime.Now())
+	}
+	s1 := stableSample(t, src.tr, srv.PID())
+	ends[n] = s1.at // the last message's interval runs to the quiet end
+	var sum int64
+	for i := range n {
+		_, on := perMessage(t, src, ends[i], ends[i+1])
+		sum += on
+	}
+	var cpu uint64
+	for tid, m := range s1.threads {
+		cpu += m.Sub(s0.threads[tid]).CPUNs
+	}
+	t.Logf("%d messages: per-message oncpu_ns sums to %d ns, the server's threads were charged %d ns (%+.3f%%)", n, sum, cpu, pct(uint64(sum), cpu))
+	if !within(uint64(sum), cpu, quietEdge) {
+		t.Errorf("per-message oncpu_ns sums to %d ns, the server's threads were charged %d ns: more than %.1f%% apart", sum, cpu, 100*quietEdge)
+	}
+	checkHealth(t, src.tr)
+}
