@@ -19,9 +19,15 @@
  *
  * Both end in scan_call(), which walks the call's buffers (one buffer or an
  * iovec array) in chunks, copies each chunk into a per-CPU scratch buffer,
- * and scans it word by word for the marker's first byte. Markers split across
+ * and scans it for words that can lie inside a marker. Markers split across
  * chunks, iovecs or calls are found through a per-socket carry of the last
  * bytes that could begin a marker.
+ *
+ * The walk has no fixed cap: it runs under bpf_loop (Linux 5.17+), which
+ * takes up to 8M iterations at one verification of its body. Kernels without
+ * bpf_loop (only the syscalls path can run there) load sys_exit_bounded
+ * instead, whose walk stops after MAX_STEPS steps; what that leaves is
+ * counted, per size class of call, with the markers it held.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -35,19 +41,37 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by the loader before the program is loaded. */
 const volatile __u32 targ_tgid = 0;
-const volatile __u32 scan_limit = 256 * 1024; /* bytes scanned per call at most */
+const volatile __u32 scan_limit = 0xffffffff; /* bytes scanned per call at most (an optional cap) */
 /* Wake the reader only once this much is waiting; it also polls on a short
  * timer. A wake-up per record (the default) costs the traced call about a
  * microsecond and the reader a context switch per event. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
 #define SCAN_CHUNK 16384 /* bytes copied and scanned per step */
-#define HEAD 24         /* room in front of a chunk for the carried bytes */
+/* Room in front of a chunk: the carried bytes, up to 24, end at HEAD, and
+ * at least STRIDE - 1 bytes before them, so that the search around a
+ * candidate word never reaches before the buffer. */
+#define HEAD 32
 #define MAX_IOV 1024    /* iovec entries examined per call: IOV_MAX */
 #define IOV_BATCH 16    /* iovec entries read from user memory at once */
-#define MAX_STEPS 1280  /* steps per call: an iovec entry and/or a chunk each */
+#define MAX_STEPS 1280  /* steps per call of the bounded walk (no bpf_loop) */
+/* Steps per call under bpf_loop: a call moves < 2^31 bytes, which take at
+ * most 2^17 chunks, plus two steps per iovec entry; so never binding. */
+#define LOOP_STEPS (1 << 18)
 #define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
-#define NPAIRS ((HEAD + SCAN_CHUNK) / 16 + 1)
+#define NEV 8 /* events staged per call before the first is sent */
+
+/* The scan loads one 8-byte word every STRIDE bytes. A marker is 20 bytes,
+ * so whatever its offset one of those words lies wholly inside it when
+ * STRIDE <= 13; and every byte of a marker is in 0x30..0x66 ("BTID", 0-9,
+ * a-f). A word with a byte outside that range cannot be inside a marker. */
+#define STRIDE 13
+#define UNROLL 4
+#define BLOCK (STRIDE * UNROLL)
+#define SUB_BLOCKS 40 /* blocks per scan_words call */
+#define NSUB ((HEAD + SCAN_CHUNK) / (BLOCK * SUB_BLOCKS) + 1)
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
 
 #define S_IFMT 00170000
 #define S_IFSOCK 0140000
@@ -80,6 +104,8 @@ struct scan_ctx {
 		__u64 words[BUF_SIZE / 8]; /* aligned 8-byte loads for the scan */
 	};
 	__u64 carry[3];  /* last bytes of the stream so far, right-aligned */
+	__u32 nev;       /* index of the event markers go to now */
+	__u32 found;     /* markers found in this call */
 	__u32 carry_len; /* how many of them may begin a marker (0..19) */
 	__u32 seg_base;  /* offset of the current chunk within the call's bytes */
 	/* Walk over the call's buffers, advanced by scan_step(). */
@@ -94,7 +120,10 @@ struct scan_ctx {
 	__u32 batch_len; /* entries in iovs */
 	struct bt_iovec iovs[IOV_BATCH];
 	__u32 fault;     /* user memory could not be read */
-	struct bt_event ev;
+	/* The call's events, sent when the scan ends so that they carry its
+	 * end time; only a call with more than NEV * BT_MAX_MARKERS markers
+	 * sends some earlier. */
+	struct bt_event ev[NEV];
 };
 
 struct carry_key {
@@ -155,28 +184,34 @@ static __always_inline struct bt_stats *get_stats(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
-/* flush_event sends the markers collected so far for this call. */
-static __always_inline void flush_event(struct scan_ctx *c, struct bt_stats *st, __u8 more)
+/* flush_events sends the events of this call staged so far, stamped with
+ * the time since the call's bytes were handed over. more: the call goes on. */
+static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st, bool more)
 {
-	__u32 n = c->ev.nr_markers;
-	if (n == 0)
-		return;
-	if (n > BT_MAX_MARKERS)
-		n = BT_MAX_MARKERS;
-	if (more)
-		c->ev.flags |= BT_EV_MORE;
-	else
-		c->ev.flags &= ~BT_EV_MORE;
-	__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
-	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-										      : BPF_RB_NO_WAKEUP;
-	if (bpf_ringbuf_output(&events, &c->ev, size, flags) == 0) {
-		st->events += 1;
-	} else {
-		st->dropped_events += 1;
-		st->dropped_markers += n;
+	__u32 scan_ns = bpf_ktime_get_ns() - c->ev[0].ts_ns;
+	__u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
+										   : BPF_RB_NO_WAKEUP;
+	for (__u32 i = 0; i < NEV; i++) {
+		struct bt_event *e = &c->ev[i];
+		__u32 n = e->nr_markers;
+		if (i > c->nev || n == 0)
+			break;
+		if (n > BT_MAX_MARKERS)
+			n = BT_MAX_MARKERS;
+		e->scan_ns = scan_ns;
+		e->flags = c->ev[0].flags & BT_EV_TRUNCATED;
+		if (more || i < c->nev)
+			e->flags |= BT_EV_MORE;
+		__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
+		if (bpf_ringbuf_output(&events, e, size, i == c->nev ? wake : BPF_RB_NO_WAKEUP) == 0) {
+			st->events += 1;
+		} else {
+			st->dropped_events += 1;
+			st->dropped_markers += n;
+		}
+		e->nr_markers = 0;
 	}
-	c->ev.nr_markers = 0;
+	c->nev = 0;
 }
 
 static __always_inline int hexval(__u8 ch)
@@ -211,34 +246,140 @@ __noinline int try_marker(__u64 p)
 			return 0;
 		id = (id << 4) | v;
 	}
-	__u32 k = c->ev.nr_markers;
+	__u32 i = c->nev & (NEV - 1);
+	__u32 k = c->ev[i].nr_markers;
 	if (k >= BT_MAX_MARKERS) {
-		flush_event(c, st, 1);
+		if (i + 1 < NEV) {
+			/* The next event: the same call, the same header. */
+			__builtin_memcpy(&c->ev[i + 1], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
+			c->nev = ++i;
+		} else {
+			flush_events(c, st, true);
+			i = 0;
+		}
+		c->ev[i].nr_markers = 0;
 		k = 0;
 	}
-	c->ev.markers[k].id = id;
-	c->ev.markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
-	c->ev.nr_markers = k + 1;
-	st->markers[c->ev.dir & 1] += 1;
+	i &= NEV - 1;
+	k &= BT_MAX_MARKERS - 1;
+	c->ev[i].markers[k].id = id;
+	c->ev[i].markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
+	c->ev[i].nr_markers = k + 1;
+	c->found += 1;
+	st->markers[c->ev[0].dir & 1] += 1;
 	return 1;
 }
 
+/* load64 reads 8 bytes at any offset in one instruction (x86 loads
+ * unaligned words at full speed); a plain C load at an odd offset is split
+ * by clang into eight byte loads. */
+static __always_inline __u64 load64(const void *p)
+{
+	__u64 v;
+	asm volatile("%0 = *(u64 *)(%1 + 0)" : "=r"(v) : "r"(p));
+	return v;
+}
+
+/* Keep clang from moving a bounds-checked offset's arithmetic across the
+ * check, where the verifier could no longer see the bound. */
+#define BOUNDED(v) asm volatile("" : "+r"(v))
+
+static __always_inline bool has_b(__u64 x)
+{
+	__u64 v = x ^ ('B' * ONES);
+	return (v - ONES) & ~v & HIGHS;
+}
+
 /*
- * check_word looks at each 'B' in the 8 bytes at buf[o] for a marker. The
- * rare path of the scan, out of line so the scan loop stays short for the
- * verifier (and the instruction cache).
+ * check_cand looks for markers around a candidate word at buf[w]: one that
+ * holds it begins at w - 12 .. w, with its 'B' there. The rare path of the
+ * scan, out of line so the scan loop stays short for the verifier (and the
+ * instruction cache). Bytes past end are stale; only markers that end by
+ * end are accepted.
  */
-__noinline int check_word(__u64 o, __u64 start, __u64 end)
+__noinline int check_cand(__u64 w, __u64 start, __u64 end)
 {
 	struct scan_ctx *c = get_ctx();
-	if (!c || o > HEAD + SCAN_CHUNK)
+	if (!c || w < STRIDE - 1 || w > HEAD + SCAN_CHUNK)
 		return 0;
-	for (__u32 j = 0; j < 8; j++) {
-		__u64 p = o + j;
+	__u64 from = w - (STRIDE - 1);
+	BOUNDED(from);
+	/* The 13 bytes from `from` lie in the two words at from and from + 8. */
+	if (!has_b(load64(&c->buf[from])) && !has_b(load64(&c->buf[from + 8])))
+		return 0;
+	for (__u32 j = 0; j < STRIDE; j++) {
+		__u64 p = from + j;
+		if (p > w)
+			break;
 		if (c->buf[p] == 'B' && p >= start && p + BT_MARKER_LEN <= end)
 			try_marker(p);
 	}
 	return 0;
+}
+
+/* far: zero when every byte of x is in 0x30..0x66, the bytes of a marker.
+ * x - 0x30 per byte borrows only from a byte below 0x30, and x + 0x19 per
+ * byte carries only out of a byte above 0x66: the lowest byte out of range
+ * is therefore always flagged, so a word with one is never taken for a
+ * candidate. Other bytes' flags may be wrong, which does not matter. */
+static __always_inline __u64 far(__u64 x)
+{
+	return ((x - 0x30 * ONES) | (x + 0x19 * ONES)) & HIGHS;
+}
+
+/* cand_bit has bit 63 set when x is a candidate: far(x) >> 7 is at most
+ * 0x0101010101010101, so subtracting 1 sets bit 63 only when it is 0. */
+static __always_inline __u64 cand_bit(__u64 x)
+{
+	return (far(x) >> 7) - 1;
+}
+
+#define LOAD(o) load64(&c->buf[(o)])
+
+/* check_block checks the words at o, o + STRIDE, ... (UNROLL of them, those
+ * that end by end) one by one: the block held a candidate, or it is the
+ * tail of a chunk. */
+__noinline int check_block(__u64 o, __u64 start, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c)
+		return 0;
+	for (__u32 j = 0; j < UNROLL; j++) {
+		__u64 w = o + j * STRIDE;
+		if (w + 8 > end || w > BUF_SIZE - 8 || w < STRIDE - 1)
+			break;
+		BOUNDED(w);
+		/* Text holds many candidate words (runs of digits) and few 'B's:
+		 * look for one before calling out. */
+		if (far(LOAD(w)) == 0 &&
+		    (has_b(LOAD(w - (STRIDE - 1))) || has_b(LOAD(w - (STRIDE - 1) + 8))))
+			check_cand(w, start, end);
+	}
+	return 0;
+}
+
+/*
+ * scan_words scans up to SUB_BLOCKS blocks of UNROLL words, STRIDE bytes
+ * apart, from buf[o], as long as a whole block ends by end. Returns where it
+ * stopped. A global function, so that the verifier walks its loop once,
+ * whatever the chunk's size; one branch per block keeps that walk short.
+ */
+__noinline __u64 scan_words(__u64 o, __u64 start, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c)
+		return o;
+	for (__u32 i = 0; i < SUB_BLOCKS; i++) {
+		if (o + BLOCK - STRIDE + 8 > end || o > BUF_SIZE - (BLOCK - STRIDE + 8))
+			break;
+		BOUNDED(o);
+		__u64 m = cand_bit(LOAD(o)) | cand_bit(LOAD(o + STRIDE)) | cand_bit(LOAD(o + 2 * STRIDE)) |
+			  cand_bit(LOAD(o + 3 * STRIDE));
+		if ((__s64)m < 0)
+			check_block(o, start, end);
+		o += BLOCK;
+	}
+	return o;
 }
 
 /* carry_len_at returns how many of the bytes buf[start..end) at its end
@@ -281,9 +422,9 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 	if (len == 0 || len > SCAN_CHUNK)
 		return 0;
 
-	*(__u64 *)&c->buf[0] = c->carry[0];
-	*(__u64 *)&c->buf[8] = c->carry[1];
-	*(__u64 *)&c->buf[16] = c->carry[2];
+	*(__u64 *)&c->buf[HEAD - 24] = c->carry[0];
+	*(__u64 *)&c->buf[HEAD - 16] = c->carry[1];
+	*(__u64 *)&c->buf[HEAD - 8] = c->carry[2];
 	if (bpf_probe_read_user(&c->buf[HEAD], len, (void *)uptr) < 0) {
 		c->carry_len = 0;
 		return -1;
@@ -295,36 +436,16 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 	__u32 start = HEAD - cl;
 	__u32 end = HEAD + len;
 
-	/*
-	 * Only every other word is loaded. For a marker at p, r = p % 16:
-	 *  - r < 8: the word at p - r (16-aligned) holds its 'B';
-	 *  - r >= 8: the 16-aligned word after p lies wholly inside the marker
-	 *    ("TID" or hex digits: every byte in 0x30..0x7f), and the 'B' is in
-	 *    the word just before that one.
-	 * So a 16-aligned word is a candidate when it holds a 'B' (SWAR:
-	 * haszero(w ^ 0x42..)), or when all its bytes are in 0x30..0x7f and the
-	 * word before it holds a 'B'. check_word then verifies each 'B'. Bytes
-	 * past end are stale; check_word only accepts markers that end by end.
-	 */
-	__u64 first = start & ~15U;
-#pragma clang loop unroll_count(2)
-	for (__u64 i = 0; i < NPAIRS; i++) {
-		__u64 o = first + i * 16; /* a 16-aligned offset */
-		if (o >= end || o > HEAD + SCAN_CHUNK - 8)
+	/* Words at start, start + STRIDE, ...: a marker within [start, end)
+	 * holds one of them. Whole blocks first, then the tail. */
+	__u64 o = start;
+	for (__u32 i = 0; i < NSUB; i++) {
+		__u64 next = scan_words(o, start, end);
+		if (next == o)
 			break;
-		__u64 x = c->words[o / 8];
-		__u64 v = x ^ 0x4242424242424242ULL;
-		if ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL) {
-			check_word(o, start, end);
-		} else if (((x + 0x5050505050505050ULL) & ~x & 0x8080808080808080ULL) == 0x8080808080808080ULL) {
-			__u64 po = o - 8; /* wraps, and fails the bound, at o == 0 */
-			if (po > HEAD + SCAN_CHUNK - 8)
-				continue;
-			__u64 u = c->words[po / 8] ^ 0x4242424242424242ULL;
-			if ((u - 0x0101010101010101ULL) & ~u & 0x8080808080808080ULL)
-				check_word(po, start, end);
-		}
+		o = next;
 	}
+	check_block(o, start, end);
 
 	/* Keep the last 24 bytes when a marker may begin in the last 19: only
 	 * if one of the (at most four: 19 bytes from offset 6 or 7 of a word)
@@ -335,15 +456,17 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 		__u64 wi = lw + k;
 		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
 			break;
-		__u64 v = c->words[wi] ^ 0x4242424242424242ULL;
-		if ((v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL)
+		if (has_b(c->words[wi]))
 			maybe = true;
 	}
 	c->carry_len = 0;
 	if (maybe) {
-		c->carry[0] = *(__u64 *)&c->buf[len];
-		c->carry[1] = *(__u64 *)&c->buf[len + 8];
-		c->carry[2] = *(__u64 *)&c->buf[len + 16];
+		__u64 at = end - 24;
+		if (at > BUF_SIZE - 24)
+			return 0;
+		c->carry[0] = load64(&c->buf[at]);
+		c->carry[1] = load64(&c->buf[at + 8]);
+		c->carry[2] = load64(&c->buf[at + 16]);
 		c->carry_len = carry_len_at(c, start, end);
 	}
 	return 0;
@@ -409,8 +532,63 @@ struct sockinfo {
 	__u16 rport;
 };
 
+static long loop_step(__u64 i, void *unused)
+{
+	return scan_step() ? 1 : 0;
+}
+
+/* size_class is floor(log2(n)), 0 for n = 0. */
+static __always_inline __u32 size_class(__u32 n)
+{
+	__u32 r = 0;
+	if (n >> 16) {
+		n >>= 16;
+		r += 16;
+	}
+	if (n >> 8) {
+		n >>= 8;
+		r += 8;
+	}
+	if (n >> 4) {
+		n >>= 4;
+		r += 4;
+	}
+	if (n >> 2) {
+		n >>= 2;
+		r += 2;
+	}
+	return r + (n >> 1);
+}
+
+/* start_call fills the header of the call's first event. */
+static __always_inline void start_call(struct scan_ctx *c, struct sockinfo *si, __u32 dir, __u32 call,
+				       __u32 total)
+{
+	struct bt_event *e = &c->ev[0];
+	e->ts_ns = bpf_ktime_get_ns();
+	e->sock = (__u64)si->sk;
+	__u64 id = bpf_get_current_pid_tgid();
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	e->bytes = total;
+	e->seq_end = si->seq_end;
+	e->lport = si->lport;
+	e->rport = si->rport;
+	e->dir = dir;
+	e->call = call;
+	e->flags = 0;
+	e->nr_markers = 0;
+	c->nev = 0;
+	c->found = 0;
+}
+
+/*
+ * scan_call accounts one traced call of the target and scans its bytes. loop:
+ * walk under bpf_loop (a constant per program: the other walk is compiled
+ * out, so a kernel without bpf_loop never sees the helper).
+ */
 static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call, __u64 uptr,
-				     __u64 iovcnt, bool vec, __u32 total)
+				     __u64 iovcnt, bool vec, __u32 total, bool loop)
 {
 	struct scan_ctx *c = get_ctx();
 	struct bt_stats *st = get_stats();
@@ -435,20 +613,7 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 	} else {
 		c->carry_len = 0;
 	}
-
-	c->ev.ts_ns = bpf_ktime_get_ns();
-	c->ev.sock = (__u64)si->sk;
-	__u64 id = bpf_get_current_pid_tgid();
-	c->ev.pid = id >> 32;
-	c->ev.tid = (__u32)id;
-	c->ev.bytes = total;
-	c->ev.seq_end = si->seq_end;
-	c->ev.lport = si->lport;
-	c->ev.rport = si->rport;
-	c->ev.dir = dir;
-	c->ev.call = call;
-	c->ev.flags = 0;
-	c->ev.nr_markers = 0;
+	start_call(c, si, dir, call, total);
 
 	__u32 remaining = total < scan_limit ? total : scan_limit;
 	__u32 skipped = total - remaining;
@@ -462,29 +627,43 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 	c->batch_at = 0;
 	c->batch_len = 0;
 	c->fault = 0;
-	for (int step = 0; step < MAX_STEPS; step++) {
-		if (scan_step())
-			break;
+	if (!vec && remaining <= SCAN_CHUNK) {
+		/* One chunk, one step: most calls, spared bpf_loop's setup. */
+		scan_step();
+	} else if (loop) {
+		bpf_loop(LOOP_STEPS, loop_step, NULL, 0);
+	} else {
+		for (int step = 0; step < MAX_STEPS; step++) {
+			if (scan_step())
+				break;
+		}
 	}
 	remaining = c->remaining;
 	__u32 done = c->done;
 	bool fault = c->fault;
 
 	st->scanned[dir] += done;
+	__u32 k = size_class(total) & (BT_SIZE_CLASSES - 1);
+	st->class_calls[dir][k] += 1;
+	st->class_scanned[dir][k] += done;
+	st->class_markers[dir][k] += c->found;
 	if (fault) {
 		st->fault_bytes[dir] += remaining;
+		st->class_unscanned[dir][k] += remaining;
 		remaining = 0;
 	}
-	skipped += remaining; /* left over when the step or iovec limit ended the walk */
+	skipped += remaining; /* left over when the bounded walk ran out of steps */
 	if (skipped) {
 		st->unscanned[dir] += skipped;
+		st->class_unscanned[dir][k] += skipped;
 	}
 	if (skipped || fault) {
 		/* The stream has a gap: a carried prefix cannot be continued. */
-		c->ev.flags |= BT_EV_TRUNCATED;
+		c->ev[0].flags |= BT_EV_TRUNCATED;
 		c->carry_len = 0;
 	}
-	flush_event(c, st, 0);
+	if (c->found)
+		flush_events(c, st, false);
 
 	if (c->carry_len) {
 		struct carry_val nv = {
@@ -609,7 +788,8 @@ static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int f
 		.lport = sk->__sk_common.skc_num,
 		.rport = bpf_ntohs(sk->__sk_common.skc_dport),
 	};
-	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret);
+	/* Linux 6.3+ (the sock tracepoints) always has bpf_loop (5.17). */
+	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret, true);
 }
 
 SEC("tp_btf/sock_recv_length")
@@ -647,8 +827,7 @@ static __always_inline struct sock *sock_of_fd(int fd)
 	return BPF_CORE_READ(so, sk);
 }
 
-SEC("raw_tp/sys_exit")
-int sys_exit(__u64 *ctx)
+static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 {
 	if (!is_target())
 		return 0;
@@ -698,7 +877,22 @@ int sys_exit(__u64 *ctx)
 		.lport = BPF_CORE_READ(sk, __sk_common.skc_num),
 		.rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport)),
 	};
-	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret);
+	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret, loop);
+}
+
+/* The loader picks one of these two: sys_exit where the kernel has bpf_loop
+ * (5.17+), sys_exit_bounded before (its walk stops after MAX_STEPS steps,
+ * and counts what it leaves). */
+SEC("raw_tp/sys_exit")
+int sys_exit(__u64 *ctx)
+{
+	return on_sys_exit(ctx, true);
+}
+
+SEC("raw_tp/sys_exit")
+int sys_exit_bounded(__u64 *ctx)
+{
+	return on_sys_exit(ctx, false);
 }
 
 /* ---- floors for `make bench`: empty programs on the same hooks ---- */

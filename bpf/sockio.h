@@ -31,8 +31,11 @@ enum bt_call {
 
 enum bt_event_flags {
 	BT_EV_MORE = 1,      /* more events follow for the same system call */
-	BT_EV_TRUNCATED = 2, /* part of the call's bytes were not scanned (scan limit, iovec limit, fault) */
+	BT_EV_TRUNCATED = 2, /* part of the call's bytes were not scanned (scan limit, step budget, fault) */
 };
+
+/* Size classes of calls: class k holds calls that moved [2^k, 2^(k+1)) bytes. */
+#define BT_SIZE_CLASSES 32
 
 struct bt_marker {
 	__u64 id;
@@ -46,7 +49,8 @@ struct bt_marker {
 /* One record per traced socket call that carried markers (calls without
  * markers are only counted in bt_stats, so they cost no ring-buffer space). */
 struct bt_event {
-	__u64 ts_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) when the call was done */
+	__u64 ts_ns;   /* bpf_ktime_get_ns (CLOCK_MONOTONIC) when the call's bytes had
+			* been handed over (the hook fired), before the scan */
 	__u64 sock;    /* opaque per-socket identity, stable while the socket lives */
 	__u32 pid;     /* target process (tgid) */
 	__u32 tid;     /* thread that made the call */
@@ -59,6 +63,10 @@ struct bt_event {
 	__u8 call;     /* enum bt_call */
 	__u8 flags;    /* enum bt_event_flags */
 	__u8 nr_markers;
+	/* ns from ts_ns to when this event was sent: the end of the scan for
+	 * the call's last event (a read returns to the target only then). */
+	__u32 scan_ns;
+	__u32 _pad;
 	struct bt_marker markers[BT_MAX_MARKERS];
 };
 
@@ -68,7 +76,7 @@ struct bt_stats {
 	__u64 calls[2];          /* traced TCP socket calls of the target */
 	__u64 bytes[2];          /* bytes those calls moved */
 	__u64 scanned[2];        /* bytes scanned for markers */
-	__u64 unscanned[2];      /* bytes not scanned: beyond the scan or iovec limit */
+	__u64 unscanned[2];      /* bytes not scanned: beyond the scan limit or step budget */
 	__u64 fault_bytes[2];    /* bytes whose user memory could not be read */
 	__u64 other_calls[2];    /* calls that cannot be scanned (sendfile, io_uring, mmsg...) */
 	__u64 other_bytes[2];    /* bytes those calls moved */
@@ -77,6 +85,13 @@ struct bt_stats {
 	__u64 events;            /* events written to the ring buffer */
 	__u64 dropped_events;    /* events lost: ring buffer full */
 	__u64 dropped_markers;   /* markers in those events */
+	/* Per direction and size class of the call (log2 of its bytes): the
+	 * calls, and the bytes scanned, not scanned (limit, budget or fault)
+	 * and markers found, from which user space estimates markers missed. */
+	__u64 class_calls[2][BT_SIZE_CLASSES];
+	__u64 class_scanned[2][BT_SIZE_CLASSES];
+	__u64 class_unscanned[2][BT_SIZE_CLASSES];
+	__u64 class_markers[2][BT_SIZE_CLASSES];
 };
 
 #endif /* BROKERTRACE_SOCKIO_H */

@@ -62,12 +62,22 @@ type Marker struct {
 
 // IO is one socket call of the target that carried markers.
 type IO struct {
-	Time  int64 // CLOCK_MONOTONIC ns when the call was done
-	PID   uint32
-	TID   uint32
-	Dir   Dir
-	Call  Call
-	Bytes uint32 // bytes the call moved
+	// Time is CLOCK_MONOTONIC ns: for a read, when the probe's scan of its
+	// bytes ended, just before the read returned to the process (the
+	// process cannot see the bytes earlier); for a write, when its bytes
+	// had been handed to the kernel, before the scan (which is no part of
+	// the process's latency).
+	Time int64
+	// ScanNs is how long the probe scanned the call's bytes before this
+	// event was sent: a read's bytes were handed over at Time − ScanNs, a
+	// write's scan ended at Time + ScanNs. A call with more than 256
+	// markers sends its first events before its scan ends.
+	ScanNs int64
+	PID    uint32
+	TID    uint32
+	Dir    Dir
+	Call   Call
+	Bytes  uint32 // bytes the call moved
 	// SeqEnd is the TCP stream sequence after the call (copied_seq in,
 	// write_seq out). A read that also consumed the peer's FIN is one past
 	// its data, because the FIN takes a sequence number.

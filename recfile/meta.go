@@ -30,6 +30,11 @@ type Meta struct {
 	// Warnings lists every known loss or gap in plain words; empty when the
 	// recording is complete.
 	Warnings []string `json:"warnings"`
+
+	// Discard is true when the recording was made with --discard: every
+	// probe and source ran and no file was written (only the summary
+	// holds this, e.g. record --json).
+	Discard bool `json:"discard,omitempty"`
 }
 
 // Host describes the machine.
@@ -53,11 +58,14 @@ type Target struct {
 
 // Probe describes the socket-I/O probe that ran and its counters.
 type Probe struct {
-	Path      string         `json:"path"`
-	Hooks     []string       `json:"hooks"`
-	ScanLimit int            `json:"scan_limit_bytes"`
-	RingSize  int            `json:"ring_buffer_bytes"`
-	Stats     SocketCounters `json:"counters"`
+	Path      string   `json:"path"`
+	Hooks     []string `json:"hooks"`
+	ScanLimit int      `json:"scan_limit_bytes"` // 0: every byte of every call
+	// Walk is how the probe walks a call's bytes: "bpf_loop" (every byte)
+	// or "bounded" (kernels before 5.17: at most 1280 steps per call).
+	Walk     string         `json:"scan_walk"`
+	RingSize int            `json:"ring_buffer_bytes"`
+	Stats    SocketCounters `json:"counters"`
 }
 
 // SourceMeta is a source's entry in meta.json.
@@ -80,6 +88,12 @@ type MessageCounts struct {
 	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts)
 	OutWithoutIn uint64 `json:"out_without_in"` // an id written that was never read
 	InWithoutOut uint64 `json:"in_without_out"` // ids read and never written (final after Finish)
+	// Expired: ids read that had no copy written within --id-ttl and none
+	// within the grace after it, so the matcher dropped them.
+	Expired uint64 `json:"expired"`
+	// LateOut: copies written after their id expired (more than
+	// --id-ttl inside the broker): no row.
+	LateOut uint64 `json:"late_out"`
 }
 
 // SocketCounters are the socket-I/O probe's counters, summed over CPUs;
@@ -89,7 +103,7 @@ type SocketCounters struct {
 	Calls          [2]uint64 `json:"calls"`           // traced TCP socket calls
 	Bytes          [2]uint64 `json:"bytes"`           // bytes they moved
 	Scanned        [2]uint64 `json:"scanned_bytes"`   // bytes scanned for markers
-	Unscanned      [2]uint64 `json:"unscanned_bytes"` // beyond the scan or iovec limit
+	Unscanned      [2]uint64 `json:"unscanned_bytes"` // beyond --scan-limit or the bounded walk's steps
 	FaultBytes     [2]uint64 `json:"faulted_bytes"`   // user memory that could not be read
 	OtherCalls     [2]uint64 `json:"other_calls"`     // calls that cannot be scanned (sendfile, io_uring…)
 	OtherBytes     [2]uint64 `json:"other_bytes"`     // bytes those calls moved
@@ -99,4 +113,24 @@ type SocketCounters struct {
 	DroppedEvents  uint64    `json:"dropped"`         // events lost because the ring buffer was full
 	DroppedMarkers uint64    `json:"dropped_markers"` // markers in those events
 	Missed         uint64    `json:"missed"`          // program runs the kernel skipped (recursion on a CPU)
+	// MissedMarkersEst estimates the markers in the bytes not scanned
+	// (unscanned and faulted), summed over SizeClasses.
+	MissedMarkersEst [2]float64 `json:"markers_missed_est"`
+	// SizeClasses break the scan down by the size of the call; only classes
+	// with calls are listed, in and out, smallest first.
+	SizeClasses []SizeClass `json:"size_classes,omitempty"`
+}
+
+// SizeClass is the socket probe's scan of the calls of one direction whose
+// size is in [MinBytes, 2·MinBytes).
+type SizeClass struct {
+	Dir       string `json:"dir"` // "in" or "out"
+	MinBytes  uint64 `json:"min_bytes"`
+	Calls     uint64 `json:"calls"`
+	Scanned   uint64 `json:"scanned_bytes"`
+	Unscanned uint64 `json:"unscanned_bytes"` // not scanned: scan limit, step budget or fault
+	Markers   uint64 `json:"markers"`         // found in the scanned bytes
+	// MissedMarkersEst is Unscanned × the markers per scanned byte of this
+	// class, or of the direction where this class had none scanned.
+	MissedMarkersEst float64 `json:"markers_missed_est"`
 }

@@ -1,6 +1,7 @@
 package sockio
 
 import (
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // These tests cause each loss the probe counts — calls it cannot scan,
@@ -472,39 +474,108 @@ func lossAwaitSyscall(t *testing.T, tid int, nr int) {
 	t.Fatalf("thread %d never slept in system call %d", tid, nr)
 }
 
-// TestLossStepLimit: a writev of IOV_MAX entries whose walk needs one step
-// more than the probe takes per call (257 entries of 16 KiB + 1 byte take
-// two steps each, 766 one-byte entries one each: 1280 steps) leaves exactly
-// its last entry, a 20-byte marker, unscanned and counted.
-// (Bytes beyond --scan-limit: TestScanLimit.)
+// stepLimitWritev writes, in one writev of IOV_MAX entries, a stream whose
+// walk needs one step more than the bounded walk takes per call (257
+// entries of 16 KiB + 1 byte take two steps each, 766 one-byte entries one
+// each: 1280 steps), the last entry being the marker 0x1a57, and returns its
+// size.
+func stepLimitWritev(t *testing.T, client, server int) int {
+	pieces := make([][]byte, 0, 1024)
+	for i := range 257 {
+		pieces = append(pieces, lossPayload(16385, 0, uint64(0x5000+i)))
+	}
+	for range 766 {
+		pieces = append(pieces, []byte{'.'})
+	}
+	pieces = append(pieces, marker.Append(nil, 0x1a57))
+	total := len(slices.Concat(pieces...))
+	done := make(chan struct{})
+	go func() { lossReadAll(t, server, total); close(done) }()
+	n, err := unix.Writev(client, pieces)
+	if err != nil || n != total {
+		t.Fatalf("writev: %d of %d, %v", n, total, err)
+	}
+	<-done
+	return total
+}
+
+// TestLossStepLimit: on kernels without bpf_loop the walk stops after 1280
+// steps. The writev above leaves exactly its last entry, a 20-byte marker,
+// unscanned, counted in its size class (2^22..2^23 bytes) with the estimate
+// of the markers missed: 20 bytes × 257 markers per 4211711 bytes scanned.
+// Under bpf_loop the same call is scanned whole. (Bytes beyond
+// --scan-limit: TestScanLimit.)
 func TestLossStepLimit(t *testing.T) {
+	walks := []struct {
+		path Path
+		walk Walk
+	}{{PathSyscalls, WalkBounded}, {PathSyscalls, WalkLoop}, {PathSock, WalkLoop}}
+	for _, w := range walks {
+		t.Run(string(w.path)+"/"+string(w.walk), func(t *testing.T) {
+			p := lossProbe{attachProbe(t, Options{Path: w.path, Walk: w.walk})}
+			if p.c.tr.Walk() != w.walk {
+				t.Fatalf("walk %q, want %q", p.c.tr.Walk(), w.walk)
+			}
+			client, server := lossPair(t, 16<<20)
+			total := stepLimitWritev(t, client, server)
+			evs, st := p.finish(t)
+			lost := 0
+			if w.walk == WalkBounded {
+				lost = marker.Len
+			}
+			if st.Calls[1] != 1 || st.Unscanned[1] != uint64(lost) || st.Scanned[1] != uint64(total-lost) {
+				t.Fatalf("out: calls %d scanned %d unscanned %d, want 1 %d %d", st.Calls[1], st.Scanned[1], st.Unscanned[1], total-lost, lost)
+			}
+			wantOut := 258 - lost/marker.Len
+			out, in := lossIDs(evs, events.Out), lossIDs(evs, events.In)
+			if len(out) != wantOut || out[256] != 0x5000+256 || len(in) != 258 || in[257] != 0x1a57 {
+				t.Fatalf("%d markers out (last %x), %d in (last %x); want %d, 258 with 1a57", len(out), out[len(out)-1], len(in), in[len(in)-1], wantOut)
+			}
+			est := float64(lost) * 257 / float64(total-lost)
+			want := recfile.SizeClass{Dir: "out", MinBytes: 1 << 22, Calls: 1, Scanned: uint64(total - lost), Unscanned: uint64(lost), Markers: uint64(wantOut), MissedMarkersEst: est}
+			if i := slices.IndexFunc(st.SizeClasses, func(c recfile.SizeClass) bool { return c.Dir == "out" }); i < 0 || st.SizeClasses[i] != want ||
+				math.Abs(st.MissedMarkersEst[1]-est) > 1e-12 {
+				t.Fatalf("size classes %+v, estimate %v; want out %+v", st.SizeClasses, st.MissedMarkersEst, want)
+			}
+		})
+	}
+}
+
+// TestHugeWritev: 20 MB in one writev of IOV_MAX entries, far beyond the
+// old per-call cap, with a marker in every entry, some split between
+// entries: every id is found, in order, and every byte scanned.
+func TestHugeWritev(t *testing.T) {
 	for _, path := range paths {
 		t.Run(string(path), func(t *testing.T) {
-			p := lossAttach(t, path, 16<<20)
-			client, server := lossPair(t, 16<<20)
-			pieces := make([][]byte, 0, 1024)
-			for i := range 257 {
-				pieces = append(pieces, lossPayload(16385, 0, uint64(0x5000+i)))
+			p := lossAttach(t, path, 0)
+			client, server := lossPair(t, 32<<20)
+			const n, size = 1024, 20 << 20 / 1024
+			stream := []byte(strings.Repeat("payload.", n*size/8))
+			var want []uint64
+			for i := range n {
+				at := 100 + (i*7919)%(size-200)
+				if i%5 == 0 {
+					at = size - 9 // split: 9 bytes here, 11 in the next entry
+				}
+				marker.Put(stream[i*size+at:], uint64(0xb16000+i))
+				want = append(want, uint64(0xb16000+i))
 			}
-			for range 766 {
-				pieces = append(pieces, []byte{'.'})
+			pieces := make([][]byte, n)
+			for i := range pieces {
+				pieces[i] = stream[i*size : (i+1)*size]
 			}
-			pieces = append(pieces, marker.Append(nil, 0x1a57))
-			total := len(slices.Concat(pieces...))
 			done := make(chan struct{})
-			go func() { lossReadAll(t, server, total); close(done) }()
-			n, err := unix.Writev(client, pieces)
-			if err != nil || n != total {
-				t.Fatalf("writev: %d of %d, %v", n, total, err)
+			go func() { lossReadAll(t, server, len(stream)); close(done) }()
+			if m, err := unix.Writev(client, pieces); err != nil || m != len(stream) {
+				t.Fatalf("writev: %d of %d, %v", m, len(stream), err)
 			}
 			<-done
 			evs, st := p.finish(t)
-			if st.Calls[1] != 1 || st.Unscanned[1] != uint64(marker.Len) || st.Scanned[1] != uint64(total-marker.Len) {
-				t.Fatalf("out: calls %d scanned %d unscanned %d, want 1 %d %d", st.Calls[1], st.Scanned[1], st.Unscanned[1], total-marker.Len, marker.Len)
+			if got := lossIDs(evs, events.Out); !slices.Equal(got, want) {
+				t.Fatalf("out: %d markers, want %d (first %x)", len(got), len(want), got[:min(len(got), 3)])
 			}
-			out, in := lossIDs(evs, events.Out), lossIDs(evs, events.In)
-			if len(out) != 257 || out[256] != 0x5000+256 || len(in) != 258 || in[257] != 0x1a57 {
-				t.Fatalf("%d markers out (last %x), %d in (last %x); want 257 without 1a57, 258 with it", len(out), out[len(out)-1], len(in), in[len(in)-1])
+			if st.Calls[1] != 1 || st.Scanned[1] != uint64(len(stream)) || st.Unscanned[1] != 0 || st.DroppedEvents != 0 {
+				t.Fatalf("out: calls %d scanned %d unscanned %d dropped %d, want 1 %d 0 0", st.Calls[1], st.Scanned[1], st.Unscanned[1], st.DroppedEvents, len(stream))
 			}
 		})
 	}

@@ -5,9 +5,15 @@
 package sockio
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/probes"
@@ -29,18 +35,33 @@ const (
 	PathSyscalls Path = "syscalls"
 )
 
+// Walk names how the probe walks a call's bytes.
+type Walk string
+
+const (
+	// WalkAuto picks WalkLoop where the kernel has bpf_loop.
+	WalkAuto Walk = ""
+	// WalkLoop walks every byte of every call under bpf_loop (Linux 5.17+).
+	WalkLoop Walk = "bpf_loop"
+	// WalkBounded is the fallback of the syscalls path on older kernels: the
+	// walk stops after a fixed number of steps (1280 chunks of 16 KiB or
+	// iovec entries) and counts the bytes it leaves unscanned.
+	WalkBounded Walk = "bounded"
+)
+
 // Options configure a Tracer; the field names are those of every loader
 // (see package probes).
 type Options struct {
 	PID       int  // target process (tgid)
 	Path      Path // hooks; PathAuto by default
-	ScanLimit int  // bytes scanned per call at most; 0 means 256 KiB
+	Walk      Walk // WalkAuto by default; WalkBounded only on PathSyscalls
+	ScanLimit int  // bytes scanned per call at most; 0 (DefaultScanLimit): every byte
 	RingSize  int  // ring buffer bytes, a power of two ≥ page size; 0 means 16 MiB
 }
 
-// DefaultScanLimit is the number of bytes of each call scanned for markers
-// unless Options.ScanLimit says otherwise.
-const DefaultScanLimit = 256 << 10
+// DefaultScanLimit, 0, scans every byte of every call; a positive
+// Options.ScanLimit caps the bytes scanned per call.
+const DefaultScanLimit = 0
 
 // Stats are the probe's counters, as meta.json records them.
 type Stats = recfile.SocketCounters
@@ -48,7 +69,12 @@ type Stats = recfile.SocketCounters
 // Tracer is a loaded and attached socket-I/O probe.
 type Tracer struct {
 	probes.Common
+	walk Walk
 }
+
+// Walk says how the loaded probe walks a call's bytes (meta.json records
+// it, since the bounded walk can leave bytes unscanned).
+func (t *Tracer) Walk() Walk { return t.walk }
 
 // paths are the probe's paths in the order Open tries them: a kernel whose
 // BTF names the sock tracepoints may still refuse their programs (an older
@@ -64,41 +90,76 @@ var hooks = map[Path][]probes.Hook{
 	PathSyscalls: {{Prog: sockioProgSysExit, Tracepoint: "sys_exit"}},
 }
 
+// boundedHooks replace the syscalls path's hooks on kernels without bpf_loop.
+var boundedHooks = []probes.Hook{{Prog: sockioProgSysExitBounded, Tracepoint: "sys_exit"}}
+
 // Open loads the probe for opts.PID and attaches it. Once Open returns,
 // every socket call of the target is traced.
 func Open(opts Options) (*Tracer, error) {
 	if opts.PID <= 0 {
 		return nil, fmt.Errorf("sockio: pid must be positive, got %d", opts.PID)
 	}
+	var walk Walk
 	c, err := probes.Open("sockio", opts.Path, paths, func(path Path) (*probes.Probe, error) {
-		return open(opts, path)
+		p, w, err := open(opts, path)
+		walk = w
+		return p, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Tracer{Common: c}, nil
+	return &Tracer{Common: c, walk: walk}, nil
 }
 
-func open(opts Options, path Path) (*probes.Probe, error) {
+// pickWalk resolves WalkAuto: bpf_loop where the kernel has it. The sock
+// path needs Linux 6.3, which always has it.
+func pickWalk(asked Walk, path Path) (Walk, error) {
+	if asked == WalkBounded && path == PathSock {
+		return "", fmt.Errorf("sockio: the %s walk runs on the %s path only", WalkBounded, PathSyscalls)
+	}
+	if asked != WalkAuto || path == PathSock {
+		return cmp.Or(asked, WalkLoop), nil
+	}
+	err := features.HaveProgramHelper(ebpf.RawTracepoint, asm.FnLoop)
+	switch {
+	case err == nil:
+		return WalkLoop, nil
+	case errors.Is(err, ebpf.ErrNotSupported):
+		return WalkBounded, nil
+	default:
+		return "", fmt.Errorf("sockio: probing for bpf_loop: %w", err)
+	}
+}
+
+func open(opts Options, path Path) (*probes.Probe, Walk, error) {
 	if path == PathSock && !(probes.HasTracepoint("sock_recv_length") && probes.HasTracepoint("sock_send_length")) {
-		return nil, fmt.Errorf("%w: sockio: no sock:sock_recv_length and sock_send_length (Linux 6.3+)", probes.ErrKernel)
+		return nil, "", fmt.Errorf("%w: sockio: no sock:sock_recv_length and sock_send_length (Linux 6.3+)", probes.ErrKernel)
+	}
+	walk, err := pickWalk(opts.Walk, path)
+	if err != nil {
+		return nil, "", err
 	}
 	spec, err := loadSockio()
 	if err != nil {
-		return nil, fmt.Errorf("sockio: loading the embedded BPF object: %w", err)
+		return nil, "", fmt.Errorf("sockio: loading the embedded BPF object: %w", err)
 	}
-	limit := opts.ScanLimit
-	if limit <= 0 {
-		limit = DefaultScanLimit
+	limit := uint32(opts.ScanLimit)
+	if opts.ScanLimit <= 0 || opts.ScanLimit > 1<<32-1 {
+		limit = 1<<32 - 1
 	}
-	err = probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(opts.PID), sockioVarScanLimit: uint32(limit)})
+	err = probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(opts.PID), sockioVarScanLimit: limit})
 	if err == nil {
 		err = probes.SizeRing(spec, sockioMapEvents, opts.RingSize)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sockio: %w", err)
+		return nil, "", fmt.Errorf("sockio: %w", err)
 	}
-	return probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: hooks[path], Ring: sockioMapEvents})
+	h := hooks[path]
+	if walk == WalkBounded {
+		h = boundedHooks
+	}
+	p, err := probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: h, Ring: sockioMapEvents})
+	return p, walk, err
 }
 
 // Read delivers events to fn until ctx ends; then it detaches the probe and
@@ -138,7 +199,13 @@ func decode(raw []byte, io *events.IO) bool {
 	if n > maxMarkers || len(raw) < headerSize+n*markerSize {
 		return false
 	}
+	// A read returns to the target only once the scan is over; a write's
+	// bytes were the kernel's before it began.
 	io.Time = int64(h.TsNs)
+	io.ScanNs = int64(h.ScanNs)
+	if h.Dir == uint8(events.In) {
+		io.Time += io.ScanNs
+	}
 	io.PID = h.Pid
 	io.TID = h.Tid
 	io.Dir = events.Dir(h.Dir)
@@ -179,6 +246,47 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.DroppedEvents += c.DroppedEvents
 		s.DroppedMarkers += c.DroppedMarkers
 	}
+	s.SizeClasses, s.MissedMarkersEst = sizeClasses(per, s)
 	s.Missed = t.Probe.Missed()
 	return s, nil
+}
+
+// sizeClasses sums the per-CPU size classes and estimates the markers in
+// the bytes not scanned: unscanned bytes × markers per scanned byte of the
+// same class, or of the direction where the class had nothing scanned
+// (every call of it cut at the same point, say).
+func sizeClasses(per []sockioBtStats, s Stats) ([]recfile.SizeClass, [2]float64) {
+	var out []recfile.SizeClass
+	var total [2]float64
+	for d := range 2 {
+		for k := range len(per[0].ClassCalls[d]) {
+			c := recfile.SizeClass{Dir: events.Dir(d).String(), MinBytes: 1 << k}
+			for _, p := range per {
+				c.Calls += p.ClassCalls[d][k]
+				c.Scanned += p.ClassScanned[d][k]
+				c.Unscanned += p.ClassUnscanned[d][k]
+				c.Markers += p.ClassMarkers[d][k]
+			}
+			if c.Calls == 0 {
+				continue
+			}
+			c.MissedMarkersEst = estimate(c.Unscanned, c.Markers, c.Scanned, s.Markers[d], s.Scanned[d])
+			total[d] += c.MissedMarkersEst
+			out = append(out, c)
+		}
+	}
+	return out, total
+}
+
+func estimate(unscanned, markers, scanned, dirMarkers, dirScanned uint64) float64 {
+	if unscanned == 0 {
+		return 0
+	}
+	if scanned == 0 {
+		markers, scanned = dirMarkers, dirScanned
+	}
+	if scanned == 0 {
+		return 0
+	}
+	return float64(unscanned) * float64(markers) / float64(scanned)
 }

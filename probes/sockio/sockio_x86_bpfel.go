@@ -27,6 +27,8 @@ type sockioBtEvent struct {
 	Call      uint8
 	Flags     uint8
 	NrMarkers uint8
+	ScanNs    uint32
+	Pad       uint32
 	Markers   [32]sockioBtMarker
 }
 
@@ -51,6 +53,10 @@ type sockioBtStats struct {
 	Events         uint64
 	DroppedEvents  uint64
 	DroppedMarkers uint64
+	ClassCalls     [2][32]uint64
+	ClassScanned   [2][32]uint64
+	ClassUnscanned [2][32]uint64
+	ClassMarkers   [2][32]uint64
 }
 
 type sockioCarryKey struct {
@@ -69,8 +75,10 @@ type sockioCarryVal struct {
 
 type sockioScanCtx struct {
 	_         structs.HostLayout
-	Buf       [16416]uint8
+	Buf       [16424]uint8
 	Carry     [3]uint64
+	Nev       uint32
+	Found     uint32
 	CarryLen  uint32
 	SegBase   uint32
 	Iov       uint64
@@ -90,28 +98,29 @@ type sockioScanCtx struct {
 	}
 	Fault uint32
 	_     [4]byte
-	Ev    sockioBtEvent
+	Ev    [8]sockioBtEvent
 }
 
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sockioMapCarries        = "carries"
-	sockioMapEvents         = "events"
-	sockioMapScratch        = "scratch"
-	sockioMapStats          = "stats"
-	sockioProgFloorSockRecv = "floor_sock_recv"
-	sockioProgFloorSockSend = "floor_sock_send"
-	sockioProgFloorSysExit  = "floor_sys_exit"
-	sockioProgSockRecv      = "sock_recv"
-	sockioProgSockSend      = "sock_send"
-	sockioProgSysExit       = "sys_exit"
-	sockioVarScanLimit      = "scan_limit"
-	sockioVarTargTgid       = "targ_tgid"
-	sockioVarUnusedEvent    = "unused_event"
-	sockioVarUnusedStats    = "unused_stats"
-	sockioVarWakeupBytes    = "wakeup_bytes"
+	sockioMapCarries         = "carries"
+	sockioMapEvents          = "events"
+	sockioMapScratch         = "scratch"
+	sockioMapStats           = "stats"
+	sockioProgFloorSockRecv  = "floor_sock_recv"
+	sockioProgFloorSockSend  = "floor_sock_send"
+	sockioProgFloorSysExit   = "floor_sys_exit"
+	sockioProgSockRecv       = "sock_recv"
+	sockioProgSockSend       = "sock_send"
+	sockioProgSysExit        = "sys_exit"
+	sockioProgSysExitBounded = "sys_exit_bounded"
+	sockioVarScanLimit       = "scan_limit"
+	sockioVarTargTgid        = "targ_tgid"
+	sockioVarUnusedEvent     = "unused_event"
+	sockioVarUnusedStats     = "unused_stats"
+	sockioVarWakeupBytes     = "wakeup_bytes"
 )
 
 // loadSockio returns the embedded CollectionSpec for sockio.
@@ -156,12 +165,13 @@ type sockioSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioProgramSpecs struct {
-	FloorSockRecv *ebpf.ProgramSpec `ebpf:"floor_sock_recv"`
-	FloorSockSend *ebpf.ProgramSpec `ebpf:"floor_sock_send"`
-	FloorSysExit  *ebpf.ProgramSpec `ebpf:"floor_sys_exit"`
-	SockRecv      *ebpf.ProgramSpec `ebpf:"sock_recv"`
-	SockSend      *ebpf.ProgramSpec `ebpf:"sock_send"`
-	SysExit       *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	FloorSockRecv  *ebpf.ProgramSpec `ebpf:"floor_sock_recv"`
+	FloorSockSend  *ebpf.ProgramSpec `ebpf:"floor_sock_send"`
+	FloorSysExit   *ebpf.ProgramSpec `ebpf:"floor_sys_exit"`
+	SockRecv       *ebpf.ProgramSpec `ebpf:"sock_recv"`
+	SockSend       *ebpf.ProgramSpec `ebpf:"sock_send"`
+	SysExit        *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	SysExitBounded *ebpf.ProgramSpec `ebpf:"sys_exit_bounded"`
 }
 
 // sockioMapSpecs contains maps before they are loaded into the kernel.
@@ -235,12 +245,13 @@ type sockioVariables struct {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioPrograms struct {
-	FloorSockRecv *ebpf.Program `ebpf:"floor_sock_recv"`
-	FloorSockSend *ebpf.Program `ebpf:"floor_sock_send"`
-	FloorSysExit  *ebpf.Program `ebpf:"floor_sys_exit"`
-	SockRecv      *ebpf.Program `ebpf:"sock_recv"`
-	SockSend      *ebpf.Program `ebpf:"sock_send"`
-	SysExit       *ebpf.Program `ebpf:"sys_exit"`
+	FloorSockRecv  *ebpf.Program `ebpf:"floor_sock_recv"`
+	FloorSockSend  *ebpf.Program `ebpf:"floor_sock_send"`
+	FloorSysExit   *ebpf.Program `ebpf:"floor_sys_exit"`
+	SockRecv       *ebpf.Program `ebpf:"sock_recv"`
+	SockSend       *ebpf.Program `ebpf:"sock_send"`
+	SysExit        *ebpf.Program `ebpf:"sys_exit"`
+	SysExitBounded *ebpf.Program `ebpf:"sys_exit_bounded"`
 }
 
 func (p *sockioPrograms) Close() error {
@@ -251,6 +262,7 @@ func (p *sockioPrograms) Close() error {
 		p.SockRecv,
 		p.SockSend,
 		p.SysExit,
+		p.SysExitBounded,
 	)
 }
 
