@@ -5,6 +5,7 @@ package correlate
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -44,46 +45,60 @@ func (m *Message) Row() recfile.Message {
 // Counts are what the matcher saw, as meta.json records them.
 type Counts = recfile.MessageCounts
 
+// inRec is an id in flight: its read. It is 32 bytes, the connection's
+// fields laid out flat, since the matcher holds one for every id read in
+// the last TTL.
 type inRec struct {
-	t    int64
-	tid  uint32
-	outs uint32
-	seq  uint32
-	conn events.Conn
+	t            int64
+	sock         uint64
+	tid, seq     uint32
+	outs         uint32
+	lport, rport uint16
 }
 
 // Matcher pairs reads with writes. Add is called from one goroutine; the
 // counters may be read concurrently with Snapshot.
+//
+// Ids in flight expire, by event time, so that memory is bounded by the
+// rate of messages times the TTL whatever the recording's length: the ids
+// are queued in the order they were read, and each is dropped when an
+// event comes TTL or more after its read, O(1) per id. The ids dropped
+// with no copy written are kept, as ids only, for a TTL more: a copy
+// written then is counted as late, one written later as written but never
+// read.
 type Matcher struct {
 	ins  map[uint64]inRec
-	emit func(*Message)
-	msg  Message
+	read queue // the ids in ins, in the order read
+	// dead holds ids that expired with no copy out, until their read is
+	// two TTLs old; the value says a late copy was seen.
+	dead   map[uint64]bool
+	buried queue // the ids in dead, with their reads' times
+	ttl    int64
+	emit   func(*Message)
+	msg    Message
 
 	// FirstIn, if set, is called with the time of the first read of every id.
 	FirstIn func(t int64)
 
-	markersIn, markersOut, copies, dupIn, outNoIn atomic.Uint64
+	markersIn, markersOut, copies, dupIn, outNoIn, messages atomic.Uint64
+	expired, lateOut                                        atomic.Uint64
 }
 
 // New returns a Matcher that calls emit for every copy of a message that
-// leaves the broker. The *Message is reused after emit returns.
-func New(emit func(*Message)) *Matcher {
-	return &Matcher{ins: make(map[uint64]inRec, 1<<16), emit: emit}
+// leaves the broker. The *Message is reused after emit returns. An id is
+// forgotten once an event comes ttl after its read (0: never).
+func New(emit func(*Message), ttl time.Duration) *Matcher {
+	return &Matcher{ins: map[uint64]inRec{}, dead: map[uint64]bool{}, ttl: int64(ttl), emit: emit}
 }
 
 // Add takes one socket event of the target.
 func (m *Matcher) Add(io *events.IO) {
+	if m.ttl > 0 {
+		m.expire(io.Time - m.ttl)
+	}
 	if io.Dir == events.In {
 		for _, mk := range io.Markers {
-			m.markersIn.Add(1)
-			if _, seen := m.ins[mk.ID]; seen {
-				m.dupIn.Add(1)
-				continue
-			}
-			m.ins[mk.ID] = inRec{t: io.Time, tid: io.TID, conn: io.Conn, seq: io.SeqEnd - io.Bytes + mk.End}
-			if m.FirstIn != nil {
-				m.FirstIn(io.Time)
-			}
+			m.addIn(io, mk)
 		}
 		return
 	}
@@ -91,7 +106,7 @@ func (m *Matcher) Add(io *events.IO) {
 		m.markersOut.Add(1)
 		in, ok := m.ins[mk.ID]
 		if !ok {
-			m.outNoIn.Add(1)
+			m.countOrphan(mk.ID)
 			continue
 		}
 		in.outs++
@@ -100,33 +115,128 @@ func (m *Matcher) Add(io *events.IO) {
 		m.msg = Message{
 			ID: mk.ID, TIn: in.t, TOut: io.Time,
 			InTID: in.tid, OutTID: io.TID,
-			InConn: in.conn, OutConn: io.Conn,
-			Copy: in.outs, InSeq: in.seq,
+			InConn:  events.Conn{Sock: in.sock, LocalPort: in.lport, RemotePort: in.rport},
+			OutConn: io.Conn,
+			Copy:    in.outs, InSeq: in.seq,
 		}
 		m.emit(&m.msg)
 	}
 }
 
-// Snapshot returns the counters so far (InWithoutOut is only set by Finish).
+func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
+	m.markersIn.Add(1)
+	if _, seen := m.ins[mk.ID]; seen {
+		m.dupIn.Add(1)
+		return
+	}
+	m.messages.Add(1)
+	m.ins[mk.ID] = inRec{t: io.Time, sock: io.Conn.Sock, tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
+		lport: io.Conn.LocalPort, rport: io.Conn.RemotePort}
+	if m.ttl > 0 {
+		m.read.push(stamp{mk.ID, io.Time})
+	}
+	if m.FirstIn != nil {
+		m.FirstIn(io.Time)
+	}
+}
+
+// countOrphan counts a copy of an id not in flight: late if the id
+// expired without a copy less than a TTL ago, else written but never read.
+func (m *Matcher) countOrphan(id uint64) {
+	if _, ok := m.dead[id]; ok {
+		m.dead[id] = true
+		m.lateOut.Add(1)
+		return
+	}
+	m.outNoIn.Add(1)
+}
+
+// expire drops the ids read at or before upTo, keeping those without a
+// copy in dead, and forgets the dead read a TTL before that, counting
+// those no late copy came for. Event times from different CPUs arrive
+// nearly, not exactly, in order: an id may live a little longer than its
+// TTL, never less.
+func (m *Matcher) expire(upTo int64) {
+	for s, ok := m.read.peek(); ok && s.t <= upTo; s, ok = m.read.peek() {
+		m.read.pop()
+		if m.ins[s.id].outs == 0 {
+			m.dead[s.id] = false
+			m.buried.push(s)
+		}
+		delete(m.ins, s.id)
+	}
+	for s, ok := m.buried.peek(); ok && s.t <= upTo-m.ttl; s, ok = m.buried.peek() {
+		m.buried.pop()
+		if !m.dead[s.id] {
+			m.expired.Add(1)
+		}
+		delete(m.dead, s.id)
+	}
+}
+
+// Snapshot returns the counters so far (InWithoutOut is only set by
+// Finish; Expired counts ids once the time for a late copy has passed).
 func (m *Matcher) Snapshot() Counts {
 	return Counts{
 		MarkersIn:    m.markersIn.Load(),
 		MarkersOut:   m.markersOut.Load(),
+		Messages:     m.messages.Load(),
 		Copies:       m.copies.Load(),
 		DuplicateIn:  m.dupIn.Load(),
 		OutWithoutIn: m.outNoIn.Load(),
+		Expired:      m.expired.Load(),
+		LateOut:      m.lateOut.Load(),
 	}
 }
 
-// Finish returns the final counts, including the messages that entered and
-// never left.
+// Finish returns the final counts: the messages still in flight that
+// had no copy out, and every expired id no late copy came for.
 func (m *Matcher) Finish() Counts {
 	c := m.Snapshot()
-	c.Messages = uint64(len(m.ins))
 	for _, in := range m.ins {
 		if in.outs == 0 {
 			c.InWithoutOut++
 		}
 	}
+	for _, late := range m.dead {
+		if !late {
+			c.Expired++
+		}
+	}
 	return c
+}
+
+// stamp is an id and when it was read.
+type stamp struct {
+	id uint64
+	t  int64
+}
+
+// queue is a FIFO of stamps in a ring that grows to the most it held.
+type queue struct {
+	buf     []stamp
+	head, n int
+}
+
+func (q *queue) push(s stamp) {
+	if q.n == len(q.buf) {
+		grown := make([]stamp, max(1024, 2*len(q.buf)))
+		k := copy(grown, q.buf[q.head:])
+		copy(grown[k:], q.buf[:q.head])
+		q.buf, q.head = grown, 0
+	}
+	q.buf[(q.head+q.n)%len(q.buf)] = s
+	q.n++
+}
+
+func (q *queue) peek() (stamp, bool) {
+	if q.n == 0 {
+		return stamp{}, false
+	}
+	return q.buf[q.head], true
+}
+
+func (q *queue) pop() {
+	q.head = (q.head + 1) % len(q.buf)
+	q.n--
 }

@@ -1,13 +1,14 @@
 package correlate
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/brokertrace/brokertrace/events"
 )
 
 func io(dir events.Dir, t int64, tid uint32, lport uint16, ids ...uint64) *events.IO {
-	x := &events.IO{Time: t, TID: tid, Dir: dir, Conn: events.Conn{LocalPort: lport, RemotePort: 40000 + lport}}
+	x := &events.IO{Time: t, TID: tid, Dir: dir, Conn: events.Conn{Sock: 0xffff0000 + uint64(lport), LocalPort: lport, RemotePort: 40000 + lport}}
 	for _, id := range ids {
 		x.Markers = append(x.Markers, events.Marker{ID: id})
 	}
@@ -16,7 +17,7 @@ func io(dir events.Dir, t int64, tid uint32, lport uint16, ids ...uint64) *event
 
 func TestMatch(t *testing.T) {
 	var got []Message
-	m := New(func(msg *Message) { got = append(got, *msg) })
+	m := New(func(msg *Message) { got = append(got, *msg) }, 0)
 	m.Add(io(events.In, 100, 1, 4222, 1, 2, 3))
 	m.Add(io(events.In, 150, 1, 4222, 2)) // duplicate read
 	m.Add(io(events.Out, 200, 2, 4223, 1))
@@ -32,7 +33,7 @@ func TestMatch(t *testing.T) {
 	}
 	r := got[1]
 	if r.ID != 1 || r.TIn != 100 || r.TOut != 260 || r.Latency() != 160 || r.Copy != 2 || r.InTID != 1 || r.OutTID != 3 ||
-		r.InConn.LocalPort != 4222 || r.OutConn.LocalPort != 4224 {
+		r.InConn != (events.Conn{Sock: 0xffff0000 + 4222, LocalPort: 4222, RemotePort: 44222}) || r.OutConn.LocalPort != 4224 {
 		t.Fatalf("row %+v", r)
 	}
 	if got[2].ID != 2 || got[2].TIn != 100 || got[2].Copy != 1 {
@@ -40,8 +41,33 @@ func TestMatch(t *testing.T) {
 	}
 }
 
+// TestQueue: the ring keeps its order while it grows with its head
+// anywhere.
+func TestQueue(t *testing.T) {
+	var q queue
+	next, want := 0, 0
+	for round := range 5000 {
+		for range 3 {
+			q.push(stamp{id: uint64(next)})
+			next++
+		}
+		for range 1 + round%3 {
+			if s, ok := q.peek(); ok {
+				if s.id != uint64(want) {
+					t.Fatalf("popped %d, want %d", s.id, want)
+				}
+				q.pop()
+				want++
+			}
+		}
+	}
+	if q.n != next-want || len(q.buf) < q.n {
+		t.Fatalf("%d queued in %d, want %d", q.n, len(q.buf), next-want)
+	}
+}
+
 func BenchmarkMatch(b *testing.B) {
-	m := New(func(*Message) {})
+	m := New(func(*Message) {}, 0)
 	in := io(events.In, 1, 1, 1, 0)
 	out := io(events.Out, 2, 2, 2, 0)
 	for i := 0; b.Loop(); i++ {
@@ -49,5 +75,46 @@ func BenchmarkMatch(b *testing.B) {
 		out.Markers[0].ID = uint64(i)
 		m.Add(in)
 		m.Add(out)
+	}
+}
+
+// TestExpiry: with a TTL of 300 ns, an id is forgotten at the first event
+// 300 ns or more after its read; a copy of it less than 600 ns after the
+// read is late, a later one was written but never read.
+func TestExpiry(t *testing.T) {
+	var rows []uint64
+	m := New(func(msg *Message) { rows = append(rows, msg.ID) }, 300)
+	m.Add(io(events.In, 0, 1, 4222, 1, 2, 3))
+	m.Add(io(events.Out, 50, 2, 4223, 1))
+	m.Add(io(events.In, 250, 1, 4222, 10))
+	m.Add(io(events.Out, 299, 2, 4223, 1)) // 299 ns old: still in flight
+	m.Add(io(events.In, 300, 1, 4222, 12)) // 1, 2, 3 expire; 2 and 3 had no copy
+	m.Add(io(events.Out, 500, 2, 4223, 2, 2))
+	m.Add(io(events.In, 560, 1, 4222, 11))
+	m.Add(io(events.Out, 599, 2, 4223, 12)) // 299 ns old
+	m.Add(io(events.Out, 600, 2, 4223, 3))  // 600 ns old: 3 was forgotten; 10 expired at 550
+	got := m.Finish()
+	want := Counts{MarkersIn: 6, MarkersOut: 6, Messages: 6, Copies: 3, OutWithoutIn: 1,
+		LateOut: 2, Expired: 2, InWithoutOut: 1}
+	if got != want || !slices.Equal(rows, []uint64{1, 1, 12}) {
+		t.Fatalf("counts %+v, want %+v; rows %v", got, want, rows)
+	}
+}
+
+// TestExpiryBound: one id read every 10 ns, none written, for 100 000 ns
+// with a TTL of 300 ns: the matcher never holds more than the ids of the
+// last 300 ns, in flight or dead, and every id is counted once, as expired
+// or in flight.
+func TestExpiryBound(t *testing.T) {
+	m := New(func(*Message) {}, 300)
+	const n = 10_000
+	for i := range n {
+		m.Add(io(events.In, int64(i)*10, 1, 4222, uint64(i)))
+		if len(m.ins) > 30 || m.read.n != len(m.ins) || len(m.dead) > 30 || m.buried.n != len(m.dead) {
+			t.Fatalf("at %d ns the matcher holds %d ids (queued %d), %d dead (queued %d)", i*10, len(m.ins), m.read.n, len(m.dead), m.buried.n)
+		}
+	}
+	if c := m.Finish(); c.Expired+c.InWithoutOut != n || c.Messages != n || c.InWithoutOut != 30 {
+		t.Fatalf("counts %+v", c)
 	}
 }

@@ -51,7 +51,29 @@ type Config struct {
 	// Window is the length of the windows of the sources' time series;
 	// 100 ms by default.
 	Window time.Duration
+	// Discard collects everything a recording does (every probe and
+	// source, correlation, annotation) and writes no file: Out is not
+	// created, and the Result holds what meta.json would. It is the
+	// "collection without writing" configuration of an overhead
+	// measurement.
+	Discard bool
+	// Self, if set, is where brokertrace's own threads run once every
+	// probe is live: loading the probes runs at the ordinary priority,
+	// since at SCHED_IDLE on busy CPUs the verifier could take minutes
+	// before the recording even starts.
+	Self *process.SelfPlacement
+	// IDTTL is how long an id read waits for its copies before the
+	// matcher forgets it (counted, see correlate.New); 0 means
+	// DefaultIDTTL, negative never.
+	IDTTL time.Duration
 }
+
+// DefaultIDTTL bounds the matcher's memory to the ids read in the last
+// 5 s: at 100 000 messages a second some 500 000, about 60 MB of heap.
+// Copies that leave later are counted (late or expired) in meta.json;
+// brokers that hold messages longer (queues whose consumers lag) need a
+// longer --id-ttl.
+const DefaultIDTTL = 5 * time.Second
 
 // Result is what a recording produced.
 type Result struct {
@@ -62,6 +84,10 @@ type Result struct {
 	// Summaries are the sources' headlines, "name: line".
 	Summaries []string
 }
+
+// ErrPlacement is wrapped by errors setting brokertrace's own priority
+// or CPUs.
+var ErrPlacement = errors.New("cannot place brokertrace's own threads")
 
 // ErrOutput is wrapped by errors about the output directory.
 var ErrOutput = errors.New("cannot write the recording")
@@ -74,24 +100,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, errors.New("record: no target")
 	}
 	cfg.defaults()
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
-	}
 	r := newRecording(cfg)
-	var err error
-	if r.mw, err = recfile.CreateMessages(cfg.Out, r.columns()); err != nil {
-		return nil, fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
+	if err := r.createOutput(); err != nil {
+		return nil, err
 	}
+	defer r.removeScratch()
+	var err error
 	r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
 	if err != nil {
 		r.mw.Close()
 		return nil, err
 	}
 	defer r.tr.Close()
-	r.meta.Probe = recfile.Probe{Path: string(r.tr.Path()), Hooks: r.tr.Hooks(), ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
+	r.meta.Probe = recfile.Probe{Path: string(r.tr.Path()), Walk: string(r.tr.Walk()), Hooks: r.tr.Hooks(), ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
 	r.meta.StartNs = monotime.Now()
 	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
 	if err := r.startSources(); err != nil {
+		r.mw.Close()
+		return nil, err
+	}
+	if err := r.placeSelf(); err != nil {
 		r.mw.Close()
 		return nil, err
 	}
@@ -101,8 +129,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.meta.EndReason = "target-exited"
 	}
 	if cfg.Live != nil {
-		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; recording to %s\n",
-			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), cfg.Out)
+		to := "recording to " + cfg.Out
+		if cfg.Discard {
+			to = "discarding the output (--discard)"
+		}
+		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; %s\n",
+			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), to)
 	}
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
@@ -131,38 +163,48 @@ func (cfg *Config) defaults() {
 	if cfg.Window <= 0 {
 		cfg.Window = 100 * time.Millisecond
 	}
+	switch {
+	case cfg.IDTTL == 0:
+		cfg.IDTTL = DefaultIDTTL
+	case cfg.IDTTL < 0:
+		cfg.IDTTL = 0 // correlate: never
+	}
 }
 
 // recorder is one Run's state.
 type recorder struct {
 	cfg  Config
 	meta recfile.Meta
-	mw   *recfile.MessageWriter
-	tr   *sockio.Tracer
-	m    *correlate.Matcher
+	mw   rowWriter
+	// dir is the directory the sources write into: Out, or under
+	// Discard a scratch directory whose files all lead to /dev/null.
+	dir string
+	tr  *sockio.Tracer
+	m   *correlate.Matcher
 
 	running []source.Source
-	// annotators add columns to messages.csv; live says which of them
+	// annotators add columns to messages.csv, and say which of them
 	// started. Sources that do not start still own their columns: the
 	// fields stay empty, and the file keeps one shape whatever the host
 	// supports.
-	annotators []source.Annotator
-	live       map[source.Annotator]bool
+	annotators []annotator
+	anyLive    bool
 
 	liveStats *liveStats
 	total     *hdrhistogram.Histogram
 	tl        source.Timeline
-	// Rows wait in pending until every source has read its events up to
-	// the row's t_out; only annotated sources make them wait.
+	// Rows wait in pending[done:] until every source has read its events
+	// up to the row's t_out; only annotated sources make them wait.
 	pending  []correlate.Message
+	done     int
 	extra    []byte
+	row      recfile.Message // the row being written: a field, so that handing it to mw does not allocate
 	writeErr error
 }
 
 func newRecording(cfg Config) *recorder {
 	r := &recorder{
 		cfg:       cfg,
-		live:      map[source.Annotator]bool{},
 		liveStats: newLiveStats(),
 		total:     hdrhistogram.New(1, int64(time.Hour), 3),
 		meta: recfile.Meta{
@@ -182,10 +224,10 @@ func newRecording(cfg Config) *recorder {
 	}
 	for _, src := range cfg.Sources {
 		if a, ok := src.(source.Annotator); ok {
-			r.annotators = append(r.annotators, a)
+			r.annotators = append(r.annotators, annotator{Annotator: a})
 		}
 	}
-	r.m = correlate.New(r.emit)
+	r.m = correlate.New(r.emit, cfg.IDTTL)
 	r.m.FirstIn = func(t int64) { r.tl.In = append(r.tl.In, t) }
 	return r
 }
@@ -203,15 +245,13 @@ func (r *recorder) columns() []string {
 // run on this host is left out, and meta.json says why; any other error
 // stops those already started.
 func (r *recorder) startSources() error {
-	env := &source.Env{Target: r.cfg.Target, Out: r.cfg.Out, Start: r.meta.StartNs, Window: r.cfg.Window}
+	env := &source.Env{Target: r.cfg.Target, Out: r.dir, Start: r.meta.StartNs, Window: r.cfg.Window}
 	for _, src := range r.cfg.Sources {
 		err := src.Start(env)
 		switch {
 		case err == nil:
 			r.running = append(r.running, src)
-			if a, ok := src.(source.Annotator); ok {
-				r.live[a] = true
-			}
+			r.started(src)
 		case errors.Is(err, source.ErrUnavailable):
 			r.meta.Sources[src.Name()] = recfile.SourceMeta{Status: "unavailable", Error: err.Error()}
 			r.meta.Warnings = append(r.meta.Warnings, fmt.Sprintf("%s: %v", src.Name(), err))
@@ -225,10 +265,25 @@ func (r *recorder) startSources() error {
 	return nil
 }
 
+// placeSelf moves brokertrace's threads out of the broker's way, and
+// stops the sources on failure.
+func (r *recorder) placeSelf() error {
+	if r.cfg.Self == nil {
+		return nil
+	}
+	if _, err := process.PlaceSelf(*r.cfg.Self); err != nil {
+		for _, s := range r.running {
+			s.Drain()
+		}
+		return fmt.Errorf("%w: %v", ErrPlacement, err)
+	}
+	return nil
+}
+
 // add takes one socket event, on the reader's goroutine.
 func (r *recorder) add(io *events.IO) {
 	r.m.Add(io)
-	if len(r.pending) > 0 {
+	if len(r.pending) > r.done {
 		r.flush(r.watermark())
 	}
 }
@@ -238,7 +293,7 @@ func (r *recorder) emit(msg *correlate.Message) {
 	r.liveStats.record(msg.Latency())
 	r.total.RecordValue(max(msg.Latency(), 1))
 	r.tl.Out = append(r.tl.Out, msg.TOut)
-	if len(r.live) == 0 {
+	if !r.anyLive {
 		r.write(msg)
 		return
 	}
@@ -253,15 +308,17 @@ func (r *recorder) watermark() int64 {
 	return w
 }
 
-// flush writes the pending rows that left before upTo.
+// flush writes the pending rows that left before upTo. Written rows are
+// skipped, and dropped once they are half the slice, so that each row is
+// moved at most once more however many rows wait.
 func (r *recorder) flush(upTo int64) {
-	n := 0
-	for n < len(r.pending) && r.pending[n].TOut < upTo {
-		r.write(&r.pending[n])
-		n++
+	for r.done < len(r.pending) && r.pending[r.done].TOut < upTo {
+		r.write(&r.pending[r.done])
+		r.done++
 	}
-	if n > 0 {
-		r.pending = append(r.pending[:0], r.pending[n:]...)
+	if r.done == len(r.pending) || r.done > len(r.pending)/2 {
+		r.pending = append(r.pending[:0], r.pending[r.done:]...)
+		r.done = 0
 	}
 }
 
@@ -270,17 +327,33 @@ func (r *recorder) write(msg *correlate.Message) {
 		return
 	}
 	r.extra = r.extra[:0]
-	for _, a := range r.annotators {
-		if r.live[a] {
+	for i := range r.annotators {
+		if a := &r.annotators[i]; a.live {
 			r.extra = a.Annotate(r.extra, msg)
 			continue
 		}
-		for range a.Columns() {
+		for range r.annotators[i].Columns() {
 			r.extra = append(r.extra, ',')
 		}
 	}
-	row := msg.Row()
-	r.writeErr = r.mw.Write(&row, r.extra)
+	r.row = msg.Row()
+	r.writeErr = r.mw.Write(&r.row, r.extra)
+}
+
+// annotator is a source that adds columns to messages.csv, and whether it
+// started.
+type annotator struct {
+	source.Annotator
+	live bool
+}
+
+// started marks src's columns as live if it is an annotator.
+func (r *recorder) started(src source.Source) {
+	for i := range r.annotators {
+		if a, ok := src.(source.Annotator); ok && r.annotators[i].Annotator == a {
+			r.annotators[i].live, r.anyLive = true, true
+		}
+	}
 }
 
 // wait samples the sources every window and prints the live line until the
@@ -366,10 +439,10 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 	if r.writeErr != nil {
 		r.warn("writing messages.csv failed: %v", r.writeErr)
 	}
-	if err := recfile.WriteJSON(r.cfg.Out, recfile.MetaFile, &r.meta); err != nil {
+	if err := r.writeMeta(); err != nil {
 		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
 	}
-	res := &Result{Dir: r.cfg.Out, Meta: r.meta, Latency: r.total, Summaries: summaries}
+	res := &Result{Dir: r.outDir(), Meta: r.meta, Latency: r.total, Summaries: summaries}
 	if r.writeErr != nil {
 		return res, fmt.Errorf("%w: messages.csv: %v", ErrOutput, r.writeErr)
 	}
@@ -415,12 +488,14 @@ func warnings(s sockio.Stats, c correlate.Counts) []string {
 	add(s.DroppedEvents, "%d events with %d markers were lost because the ring buffer was full (raise --ring-size)", s.DroppedEvents, s.DroppedMarkers)
 	add(s.Missed, "the kernel skipped the probe %d times (recursion on a CPU)", s.Missed)
 	for d, name := range []string{"read", "written"} {
-		add(s.Unscanned[d], "%d bytes %s were not scanned: beyond --scan-limit or the iovec limit", s.Unscanned[d], name)
+		add(s.Unscanned[d], "%d bytes %s were not scanned: beyond --scan-limit or the bounded walk's steps (a kernel without bpf_loop); about %.0f markers in them (meta.json size_classes)", s.Unscanned[d], name, s.MissedMarkersEst[d])
 		add(s.FaultBytes[d], "%d bytes %s could not be read from the target's memory", s.FaultBytes[d], name)
 		add(s.OtherCalls[d], "%d calls (%d bytes %s) used system calls the probe cannot scan (sendfile, splice, io_uring, mmsg)", s.OtherCalls[d], s.OtherBytes[d], name)
 	}
 	add(c.OutWithoutIn, "%d markers were written that were never read (sent before the recording began, or lost)", c.OutWithoutIn)
 	add(c.InWithoutOut, "%d messages were read and never written (still inside the broker at the end, or not delivered)", c.InWithoutOut)
+	add(c.Expired, "%d messages were read and had no copy written within --id-ttl: they were forgotten (raise --id-ttl if the broker holds messages that long)", c.Expired)
+	add(c.LateOut, "%d copies were written after their id expired (more than --id-ttl inside the broker): no rows for them (raise --id-ttl)", c.LateOut)
 	add(c.DuplicateIn, "%d markers were read more than once; only the first read counts", c.DuplicateIn)
 	return w
 }
@@ -468,7 +543,11 @@ func (l *liveStats) print(w io.Writer, c correlate.Counts, s sockio.Stats) {
 	if n > 0 {
 		lat = fmt.Sprintf("latency p50 %s p99 %s", source.FormatNs(p50), source.FormatNs(p99))
 	}
-	fmt.Fprintf(w, "brokertrace: in %.0f/s out %.0f/s %s dropped %d\n",
-		float64(c.MarkersIn-l.lastIn)/secs, float64(c.MarkersOut-l.lastOut)/secs, lat, s.DroppedMarkers+s.Missed)
+	unscanned := ""
+	if u := s.Unscanned[0] + s.Unscanned[1]; u > 0 {
+		unscanned = fmt.Sprintf(" unscanned %d B (~%.0f markers)", u, s.MissedMarkersEst[0]+s.MissedMarkersEst[1])
+	}
+	fmt.Fprintf(w, "brokertrace: in %.0f/s out %.0f/s %s dropped %d%s\n",
+		float64(c.MarkersIn-l.lastIn)/secs, float64(c.MarkersOut-l.lastOut)/secs, lat, s.DroppedMarkers+s.Missed, unscanned)
 	l.lastIn, l.lastOut, l.lastTime = c.MarkersIn, c.MarkersOut, now
 }

@@ -45,23 +45,7 @@ func startRecordingConfig(t *testing.T, srv *testbroker.NATS, cfg Config) *recor
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &recording{dir: cfg.Out, done: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	r.cancel = cancel
-	live := testutil.NewAttachedWatcher()
-	cfg.Target, cfg.SelectedBy, cfg.Live, cfg.LiveInterval = proc, "pid", live, 200*time.Millisecond
-	go func() {
-		defer close(r.done)
-		r.res, r.err = Run(ctx, cfg)
-	}()
-	select {
-	case <-live.Seen():
-	case <-r.done:
-		t.Fatalf("recording ended before attaching: %v", r.err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attached line within 30s")
-	}
-	return r
+	return startRecordingOf(t, proc, cfg)
 }
 
 func (r *recording) stop(t *testing.T) (*Result, []recfile.Message) {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,6 +36,13 @@ type recordFlags struct {
 	Quiet     bool          `json:"quiet"`
 	JSON      bool          `json:"json"`
 	Window    time.Duration `json:"window_ns"`
+	Discard   bool          `json:"discard"`
+	Priority  string        `json:"priority"`
+	SelfCPUs  string        `json:"self_cpus,omitempty"`
+	IDTTL     time.Duration `json:"id_ttl_ns"`
+	// Profiles of brokertrace itself (hidden flags).
+	CPUProfile string `json:"-"`
+	MemProfile string `json:"-"`
 	// sources are the table of sources, their flags bound.
 	sources []source.Spec
 }
@@ -44,12 +53,20 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl := cmd.Flags()
 	fl.DurationVar(&f.Duration, "duration", 0, "stop after this long (0: until Ctrl-C or the target exits)")
 	fl.StringVar(&f.Out, "out", "", "recording directory (default brokertrace-YYYYMMDD-HHMMSS)")
-	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers; the rest is counted as unscanned")
+	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers, the rest counted as unscanned; 0: every byte")
 	fl.IntVar(&f.RingSize, "ring-size", 16<<20, "ring buffer size in bytes (a power of two)")
 	fl.StringVar(&f.ProbePath, "probe-path", "auto", "socket probe hooks: auto, sock (tracepoints, Linux 6.3+) or syscalls")
 	fl.DurationVar(&f.Window, "window", 100*time.Millisecond, "window of the time series (sched.csv, cpu.csv, net.csv)")
 	fl.BoolVar(&f.Quiet, "quiet", false, "no live status lines (the attached line is still printed)")
 	fl.BoolVar(&f.JSON, "json", false, "print the summary as JSON (meta.json) instead of text")
+	fl.BoolVar(&f.Discard, "discard", false, "collect everything as a recording does but write no files (no --out): the summary only, to measure the cost of collection alone")
+	fl.StringVar(&f.Priority, "priority", string(process.PriorityIdle), "scheduling of brokertrace's own threads while recording, so they keep out of the broker's way: idle (SCHED_IDLE: only CPU time nothing else wants), batch (SCHED_BATCH, nice 19), nice (nice 19) or normal")
+	fl.StringVar(&f.SelfCPUs, "self-cpus", "", "run brokertrace's own threads only on these CPUs (list: 1 or 0-3,6), e.g. off the broker's; default: any")
+	fl.DurationVar(&f.IDTTL, "id-ttl", record.DefaultIDTTL, "forget a message read that has no copy written after this long (counted as expired; a later copy counted as late), so memory stays bounded however long the recording; 0: never")
+	fl.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of brokertrace itself to this file")
+	fl.StringVar(&f.MemProfile, "memprofile", "", "write brokertrace's own heap profile to this file every 5 s")
+	fl.MarkHidden("cpuprofile")
+	fl.MarkHidden("memprofile")
 	f.sources = sourceTable()
 	for _, s := range f.sources {
 		s.Flags(fl)
@@ -146,8 +163,17 @@ func checkRecordFlags(f recordFlags) error {
 	if f.RingSize < os.Getpagesize() || f.RingSize&(f.RingSize-1) != 0 {
 		return withCode(exitUsage, fmt.Errorf("record: --ring-size must be a power of two of at least %d bytes", os.Getpagesize()))
 	}
-	if f.ScanLimit < 1 {
-		return withCode(exitUsage, errors.New("record: --scan-limit must be positive"))
+	if f.ScanLimit < 0 {
+		return withCode(exitUsage, errors.New("record: --scan-limit must be 0 (every byte) or positive"))
+	}
+	if f.Discard && f.Out != "" {
+		return withCode(exitUsage, errors.New("record: --discard writes no files; drop --out"))
+	}
+	if _, err := selfPlacement(f); err != nil {
+		return withCode(exitUsage, fmt.Errorf("record: %w", err))
+	}
+	if f.IDTTL < 0 {
+		return withCode(exitUsage, errors.New("record: --id-ttl must not be negative"))
 	}
 	if f.Window < time.Millisecond {
 		return withCode(exitUsage, errors.New("record: --window must be at least 1ms"))
@@ -165,7 +191,7 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 	case "syscalls":
 		path = sockio.PathSyscalls
 	}
-	if f.Out == "" {
+	if f.Out == "" && !f.Discard {
 		f.Out = "brokertrace-" + time.Now().Format("20060102-150405")
 	}
 	var sources []source.Source
@@ -178,6 +204,14 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 			sources = append(sources, src)
 		}
 	}
+	// Placed by record.Run after run started the broker, which would
+	// inherit it.
+	place, _ := selfPlacement(f)
+	stopProfiles, err := startProfiles(f.CPUProfile, f.MemProfile)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("record: profile: %w", err))
+	}
+	defer stopProfiles()
 	live := cmd.ErrOrStderr()
 	interval := time.Second
 	if f.Quiet {
@@ -187,7 +221,7 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
-		Sources: sources, Window: f.Window,
+		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, IDTTL: idTTL(f.IDTTL),
 	})
 	if res != nil {
 		printSummary(cmd, res, f.JSON)
@@ -202,6 +236,33 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 	}
 }
 
+// idTTL is --id-ttl for record.Config, where 0 means the default and
+// never is negative.
+func idTTL(flag time.Duration) time.Duration {
+	if flag == 0 {
+		return -1
+	}
+	return flag
+}
+
+// selfPlacement is where --priority and --self-cpus put brokertrace's own
+// threads.
+func selfPlacement(f recordFlags) (process.SelfPlacement, error) {
+	p, err := process.ParsePriority(f.Priority)
+	if err != nil {
+		return process.SelfPlacement{}, fmt.Errorf("--priority: %w", err)
+	}
+	place := process.SelfPlacement{Priority: p}
+	if f.SelfCPUs != "" {
+		set, err := process.ParseCPUList(f.SelfCPUs)
+		if err != nil {
+			return place, fmt.Errorf("--self-cpus: %w", err)
+		}
+		place.CPUs = &set
+	}
+	return place, nil
+}
+
 func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	out := cmd.OutOrStdout()
 	m := res.Meta
@@ -213,8 +274,8 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	}
 	secs := float64(m.EndNs-m.StartNs) / 1e9
 	fmt.Fprintf(out, "recorded %s (pid %d) for %.1fs via %s path; ended by %s\n", m.Target.Comm, m.Target.PID, secs, m.Probe.Path, m.EndReason)
-	fmt.Fprintf(out, "messages: %d read, %d copies written and matched, %d read but not written, %d written but never read\n",
-		m.Messages.Messages, m.Messages.Copies, m.Messages.InWithoutOut, m.Messages.OutWithoutIn)
+	fmt.Fprintf(out, "messages: %d read, %d copies written and matched, %d read but not written, %d written but never read, %d expired, %d copies late\n",
+		m.Messages.Messages, m.Messages.Copies, m.Messages.InWithoutOut, m.Messages.OutWithoutIn, m.Messages.Expired, m.Messages.LateOut)
 	if h := res.Latency; h != nil && h.TotalCount() > 0 {
 		fmt.Fprintf(out, "latency in broker: min %s p50 %s p90 %s p99 %s max %s (mean %s)\n",
 			source.FormatNs(h.Min()), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(90)),
@@ -229,5 +290,59 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	for _, w := range m.Warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
+	if m.Discard {
+		fmt.Fprintln(out, "no files written (--discard)")
+		return
+	}
 	fmt.Fprintf(out, "files in %s: %s\n", res.Dir, strings.Join(m.Files, ", "))
+}
+
+// startProfiles starts the hidden --cpuprofile and --memprofile of a
+// recording, for finding brokertrace's own costs; stop ends them. The heap
+// profile is rewritten every few seconds while recording, so the file holds
+// the heap in use near the end, while the recording's state still lived.
+func startProfiles(cpuFile, memFile string) (stop func(), err error) {
+	var stops []func()
+	if cpuFile != "" {
+		f, err := os.Create(cpuFile)
+		if err != nil {
+			return nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, err
+		}
+		stops = append(stops, func() { pprof.StopCPUProfile(); f.Close() })
+	}
+	if memFile != "" {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			for t := time.NewTicker(5 * time.Second); ; {
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+					writeHeap(memFile)
+				}
+			}
+		}()
+		stops = append(stops, func() { cancel(); <-done })
+	}
+	return func() {
+		for _, s := range stops {
+			s()
+		}
+	}, nil
+}
+
+func writeHeap(name string) {
+	f, err := os.Create(name)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	pprof.WriteHeapProfile(f)
 }
