@@ -52,7 +52,7 @@ their bodies; payload bytes never leave the kernel.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd())
+	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd())
 	return root
 }
 

@@ -41,6 +41,7 @@ var layer = map[string]int{
 	"load":     6, // the load generator: brokers' clients, e2e.csv
 	"analysis": 6, // reads recordings through recfile only
 	"report":   7,
+	"overhead": 7, // the MooBench experiment: runs brokers, tracers and load as children
 
 	"cmd/brokertrace": 8,
 

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/brokertrace/brokertrace/overhead"
+	"github.com/brokertrace/brokertrace/probes"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/record"
+)
+
+// overheadFlags are the flags of `brokertrace overhead`.
+type overheadFlags struct {
+	broker, url, out                 string
+	configs                          []string
+	runs, warmup, count, size        int
+	rate                             float64
+	latency, latencyWarm             time.Duration
+	brokerCPUs, loadCPUs, tracerCPUs string
+	quick, markdown                  bool
+}
+
+func newOverheadCmd() *cobra.Command {
+	var f overheadFlags
+	cmd := &cobra.Command{
+		Use:   "overhead [--broker nats|activemq | --url URL -- BROKER-COMMAND ARGS...]",
+		Short: "Measure what tracing costs a broker (MooBench method), next to bpftrace and tcpdump",
+		Long: `overhead measures brokertrace's cost to a real broker by the MooBench method:
+the same load against a fresh broker process per run, in configurations that
+add one cause of overhead at a time, each repeated --runs times (interleaved),
+a warm-up discarded every run:
+
+  T         untraced
+  T+I       brokertrace record with every source on, attached to an idle
+            process (a nats-server nobody talks to, on the broker's CPUs):
+            every hook fires, nothing matches
+  T+I+C     brokertrace record --discard on the broker: collect, write nothing
+  T+I+C+W   brokertrace record on the broker, default sources (capture on),
+            headers also written with --pcap
+  bpftrace  a bpftrace script timestamping the broker's socket calls to a file
+  tcpdump   tcpdump -w of the broker's port on lo, headers only
+
+Per run: saturation throughput (brokertrace load --rate 0 --count N),
+end-to-end latency at --rate, the tracer's CPU (wait4, while the loads ran)
+and peak RSS, events dropped and the share of copies matched. The broker is
+pinned to --broker-cpus, the load generator to --load-cpus.
+
+It writes OUT/overhead.json, OUT/overhead.png and .svg, each run's files in
+OUT/runs/, prints the table on stdout (Markdown with --markdown) and
+progress with an ETA on stderr. Needs root.`,
+		Example: `  # nats-server, defaults (about 5 minutes)
+  sudo brokertrace overhead --out oh-nats
+
+  # ActiveMQ over STOMP, only MooBench's four configurations
+  sudo brokertrace overhead --broker activemq --configs T,T+I,T+I+C,T+I+C+W
+
+  # any broker: started fresh for every run, reached at --url
+  sudo brokertrace overhead --url redis://127.0.0.1:6390/bt -- redis-server --port 6390 --save ''`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runOverhead(f, args) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.broker, "broker", "nats", "broker started fresh for every run: nats (nats-server) or activemq (ActiveMQ 5 over STOMP); ignored with a command after --")
+	fl.StringVar(&f.url, "url", "", "with a broker command after --: the URL brokertrace load connects to (host and port needed)")
+	fl.StringVar(&f.out, "out", "", "output directory (default brokertrace-overhead-BROKER-YYYYMMDD-HHMMSS)")
+	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default all: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump)")
+	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker")
+	fl.IntVar(&f.warmup, "warmup", 50000, "messages sent as fast as possible at the start of every run and discarded")
+	fl.IntVar(&f.count, "count", 200000, "messages of the saturation load")
+	fl.IntVar(&f.size, "size", 1024, "message body size in bytes, marker included")
+	fl.Float64Var(&f.rate, "rate", 5000, "rate of the latency load, msg/s")
+	fl.DurationVar(&f.latency, "duration", 5*time.Second, "how long the latency load sends")
+	fl.DurationVar(&f.latencyWarm, "latency-warmup", time.Second, "first part of the latency load left out of the latency")
+	fl.StringVar(&f.brokerCPUs, "broker-cpus", "0", "CPUs the broker is pinned to (taskset list)")
+	fl.StringVar(&f.loadCPUs, "load-cpus", "1", "CPUs the load generator is pinned to (taskset list)")
+	fl.StringVar(&f.tracerCPUs, "tracer-cpus", "", "CPUs the tracer is pinned to (default: not pinned, as a user would run it)")
+	fl.BoolVar(&f.quick, "quick", false, "a short run: 2 runs, 20000 warm-up, 50000 saturation messages, 2 s latency load")
+	fl.BoolVar(&f.markdown, "markdown", false, "print the table as Markdown (the README's)")
+	return cmd
+}
+
+func runOverhead(f overheadFlags, args []string) error {
+	e, err := newExperiment(f, args)
+	if err != nil {
+		return withCode(exitUsage, err)
+	}
+	if err := probes.CheckPrivileges(); err != nil {
+		return withCode(exitNoPriv, err)
+	}
+	if err := os.MkdirAll(e.Out, 0o755); err != nil {
+		return withCode(exitFailure, err)
+	}
+	// Ctrl-C reaches the children of the terminal's process group too: the
+	// run under way fails and cleans up, and the runs so far are written.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, runErr := e.Run(ctx)
+	if runErr != nil && !errors.Is(runErr, overhead.ErrRuns) {
+		if errors.Is(runErr, overhead.ErrBroker) {
+			return withCode(exitNoTarget, runErr)
+		}
+		return withCode(exitFailure, runErr)
+	}
+	if err := writeOverhead(e, res, f.markdown); err != nil {
+		return withCode(exitFailure, err)
+	}
+	return withCode(exitFailure, runErr)
+}
+
+// writeOverhead writes overhead.json and the plot and prints the table.
+func writeOverhead(e *overhead.Experiment, res *recfile.Overhead, markdown bool) error {
+	if err := recfile.WriteJSON(e.Out, recfile.OverheadFile, res); err != nil {
+		return err
+	}
+	if err := overhead.WritePlot(e.Out, res); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "overhead: wrote %s, %s\n", filepath.Join(e.Out, recfile.OverheadFile), filepath.Join(e.Out, overhead.PlotPNG))
+	return overhead.WriteTable(os.Stdout, res, markdown)
+}
+
+// newExperiment checks the flags and builds the experiment they ask for.
+func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error) {
+	if f.quick {
+		f.runs, f.warmup, f.count, f.latency = 2, 20000, 50000, 2*time.Second
+	}
+	switch {
+	case f.runs < 1 || f.count < 1 || f.warmup < 0:
+		return nil, errors.New("overhead: --runs and --count must be at least 1, --warmup at least 0")
+	case f.rate <= 0 || f.latency <= f.latencyWarm:
+		return nil, errors.New("overhead: --rate must be positive and --duration longer than --latency-warmup")
+	case (len(args) > 0) != (f.url != ""):
+		return nil, errors.New("overhead: --url and a broker command after -- go together")
+	}
+	b := overhead.Broker{Name: f.broker, Command: args, URL: f.url}
+	switch {
+	case len(args) > 0:
+		b.Name = filepath.Base(args[0])
+	case f.broker != "nats" && f.broker != "activemq":
+		return nil, fmt.Errorf("overhead: --broker %q: give nats or activemq, or a command after --", f.broker)
+	}
+	cs, err := overhead.SelectConfigs(f.configs)
+	if err != nil {
+		return nil, fmt.Errorf("overhead: --configs: %w", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	if f.out == "" {
+		f.out = "brokertrace-overhead-" + b.Name + "-" + time.Now().Format("20060102-150405")
+	}
+	return &overhead.Experiment{
+		Broker: b, Configs: cs, Runs: f.runs, Exe: exe, Out: f.out,
+		WarmupCount: f.warmup, Count: f.count, Size: f.size, Rate: f.rate, Latency: f.latency, LatencyWarm: f.latencyWarm,
+		BrokerCPUs: f.brokerCPUs, LoadCPUs: f.loadCPUs, TracerCPUs: f.tracerCPUs,
+		Progress: os.Stderr, Version: record.Version,
+	}, nil
+}

@@ -1,0 +1,121 @@
+package recfile
+
+// OverheadFile is the result of `brokertrace overhead`: every run and, per
+// configuration, the statistics over its runs (MooBench method).
+const OverheadFile = "overhead.json"
+
+// Overhead is overhead.json.
+type Overhead struct {
+	Tool      string          `json:"tool"`
+	Version   string          `json:"version"`
+	Host      Host            `json:"host"`
+	CPUModel  string          `json:"cpu_model"`
+	Broker    string          `json:"broker"`         // nats, activemq or the command's name
+	Command   []string        `json:"broker_command"` // how each fresh broker was started
+	Options   OverheadOptions `json:"options"`
+	StartWall string          `json:"start_wall"`
+	EndWall   string          `json:"end_wall"`
+	// Configs holds one entry per configuration, in the order run.
+	Configs []OverheadConfig `json:"configs"`
+	// Runs holds every run, in the order run (configurations interleaved).
+	Runs []OverheadRun `json:"runs"`
+}
+
+// OverheadOptions are what the experiment was asked to do.
+type OverheadOptions struct {
+	Runs          int      `json:"runs"`              // fresh broker processes per configuration
+	Configs       []string `json:"configs"`           // configuration names, in order
+	WarmupCount   int      `json:"warmup_count"`      // messages sent as fast as possible first, discarded
+	Count         int      `json:"count"`             // messages of the saturation load
+	Size          int      `json:"size"`              // body size in bytes, marker included
+	Rate          float64  `json:"rate"`              // msg/s of the latency load
+	LatencyNs     int64    `json:"latency_ns"`        // how long the latency load sends
+	LatencyWarmNs int64    `json:"latency_warmup_ns"` // its first part, left out
+	BrokerCPUs    string   `json:"broker_cpus"`       // taskset list the broker is pinned to
+	LoadCPUs      string   `json:"load_cpus"`         // taskset list the load generator is pinned to
+	TracerCPUs    string   `json:"tracer_cpus"`       // taskset list of the tracer; "" = unpinned
+}
+
+// OverheadStats are MooBench's statistics of one quantity: mean with the
+// 95% confidence interval of the mean (Student's t), lower median and the
+// quartiles (nearest rank). CI95Low/High are absent for fewer than two
+// values.
+type OverheadStats struct {
+	N        int      `json:"n"`
+	Mean     float64  `json:"mean"`
+	CI95Low  *float64 `json:"ci95_low,omitempty"`
+	CI95High *float64 `json:"ci95_high,omitempty"`
+	Q1       float64  `json:"q1"`
+	Median   float64  `json:"median"`
+	Q3       float64  `json:"q3"`
+	Min      float64  `json:"min"`
+	Max      float64  `json:"max"`
+}
+
+// OverheadRun is one run: a fresh broker, the configuration's tracer, a
+// discarded warm-up, the latency load at a fixed rate, the saturation load.
+type OverheadRun struct {
+	Config string `json:"config"`
+	Run    int    `json:"run"` // 1-based, per configuration
+	Dir    string `json:"dir"` // the run's files, relative to the output directory
+	// Error says why the run failed; a failed run is kept here and left
+	// out of the statistics.
+	Error string `json:"error,omitempty"`
+
+	// Saturation: messages received / (last receive − first send).
+	Sent             int     `json:"sat_sent"`
+	Received         int     `json:"sat_received"`
+	ThroughputPerSec float64 `json:"throughput_per_sec"`
+
+	// End-to-end latency of the fixed-rate load, t_recv − t_intended of its
+	// non-warm-up messages.
+	LatSent       int     `json:"lat_sent"`
+	LatReceived   int     `json:"lat_received"`
+	LatencyMedian float64 `json:"latency_median_ns"`
+	LatencyMean   float64 `json:"latency_mean_ns"`
+
+	// The tracer's own cost (absent in T): CPU (user + system, from wait4)
+	// while the loads ran, as a share of one core, its start-up CPU before
+	// it was ready, and its peak resident set.
+	TracerCPUPct      float64 `json:"tracer_cpu_pct"`
+	TracerCPUNs       int64   `json:"tracer_cpu_ns"`
+	TracerStartCPUNs  int64   `json:"tracer_start_cpu_ns"`
+	TracerMaxRSSBytes int64   `json:"tracer_max_rss_bytes"`
+	// OutputBytes is the size of what the tracer wrote (recording, pcap,
+	// bpftrace's lines).
+	OutputBytes int64 `json:"output_bytes"`
+
+	// From brokertrace's meta.json: events lost in the kernel (ring buffer
+	// full, program runs skipped), copies matched out of the copies the
+	// load generator received in the run, and the warnings.
+	Dropped      uint64   `json:"dropped"`
+	Copies       uint64   `json:"copies_matched"`
+	CopiesSent   int      `json:"copies_expected"`
+	MatchedShare *float64 `json:"matched_share,omitempty"`
+	Warnings     []string `json:"warnings,omitempty"`
+}
+
+// OverheadConfig is one configuration's statistics over its runs.
+type OverheadConfig struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Runs        int    `json:"runs"` // runs that completed
+	Failed      int    `json:"failed_runs"`
+
+	Throughput OverheadStats `json:"throughput_per_sec"` // over runs
+	// ThroughputRatio is the mean throughput over T's (absent without T).
+	ThroughputRatio *float64 `json:"throughput_ratio,omitempty"`
+	// Latency pools every measured message of every run (ns); LatencyRuns
+	// are the runs' medians, whose CI says how far runs disagree.
+	Latency     OverheadStats `json:"latency_ns"`
+	LatencyRuns OverheadStats `json:"latency_run_medians_ns"`
+	// LatencyAddedNs is the pooled median minus T's (absent without T).
+	LatencyAddedNs *float64 `json:"latency_added_ns,omitempty"`
+
+	TracerCPUPct      OverheadStats `json:"tracer_cpu_pct"`
+	TracerMaxRSSBytes int64         `json:"tracer_max_rss_bytes"` // largest over runs
+	Dropped           uint64        `json:"dropped"`              // summed over runs
+	// MatchedShare is the smallest share of copies matched in any run
+	// (absent for configurations that match nothing).
+	MatchedShare *float64 `json:"matched_share_min,omitempty"`
+}
