@@ -20,6 +20,8 @@ func aggregate(cs []Config, runs []recfile.OverheadRun, lat map[string][]float64
 			Latency:      Summarize(lat[c.Name]),
 			LatencyRuns:  Summarize(field(mine, func(r recfile.OverheadRun) float64 { return r.LatencyMedian })),
 			TracerCPUPct: Summarize(field(mine, func(r recfile.OverheadRun) float64 { return r.TracerCPUPct })),
+			CPUTracerPct: Summarize(cpuPcts(mine)),
+			Progs:        sumProgs(mine),
 		}
 		for _, r := range mine {
 			oc.TracerMaxRSSBytes = max(oc.TracerMaxRSSBytes, r.TracerMaxRSSBytes)
@@ -46,6 +48,17 @@ func relativeToT(cs []recfile.OverheadConfig) {
 		cs[j].ThroughputRatio = ptr(cs[j].Throughput.Mean / t.Throughput.Mean)
 		cs[j].LatencyAddedNs = ptr(cs[j].Latency.Median - t.Latency.Median)
 	}
+}
+
+// cpuPcts are the runs' tracer CPU over the CPU phase, where measured.
+func cpuPcts(runs []recfile.OverheadRun) []float64 {
+	var xs []float64
+	for _, r := range runs {
+		if r.CPUTracerPct != nil {
+			xs = append(xs, *r.CPUTracerPct)
+		}
+	}
+	return xs
 }
 
 // field is one value of every run.

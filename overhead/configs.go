@@ -38,6 +38,7 @@ const (
 	ConfI        = "T+I"
 	ConfC        = "T+I+C"
 	ConfW        = "T+I+C+W"
+	ConfWPcap    = "T+I+C+W+pcap"
 	ConfBpftrace = "bpftrace"
 	ConfTcpdump  = "tcpdump"
 )
@@ -49,7 +50,9 @@ type Config struct {
 	// events it lost; matches: it traces the broker's messages, so the
 	// share of copies matched is measured too.
 	recorded, matches bool
-	tracer            func(r *runEnv) (*tracerSpec, error) // nil: untraced
+	// extra: not in the default set, run only when named in --configs.
+	extra  bool
+	tracer func(r *runEnv) (*tracerSpec, error) // nil: untraced
 }
 
 // runEnv is what a configuration's tracer needs of one run.
@@ -66,16 +69,17 @@ var Configs = []Config{
 	{Name: ConfT, Description: "untraced"},
 	{Name: ConfI, recorded: true, Description: "brokertrace record, every source on, attached to an idle nats-server on the broker's CPUs: every hook fires, nothing matches", tracer: idleRecord},
 	{Name: ConfC, Description: "brokertrace record --discard on the broker: everything collected, nothing written", recorded: true, matches: true, tracer: discardRecord},
-	{Name: ConfW, Description: "brokertrace record on the broker, default sources, capture included, headers also to a pcapng file (--pcap)", recorded: true, matches: true, tracer: fullRecord},
+	{Name: ConfW, Description: "brokertrace record on the broker with its defaults (capture included), to disk", recorded: true, matches: true, tracer: fullRecord},
 	{Name: ConfBpftrace, Description: "bpftrace timestamping the broker's socket calls (sock_recv_length, sock_send_length) to a file", tracer: bpftrace},
 	{Name: ConfTcpdump, Description: "tcpdump -w of the broker's port on lo, 96-byte snaplen (headers only)", tracer: tcpdump},
+	{Name: ConfWPcap, Description: "T+I+C+W with the headers also written to a pcapng file (--pcap)", recorded: true, matches: true, tracer: pcapRecord, extra: true},
 }
 
-// SelectConfigs returns the configurations named (all when names is
-// empty), in the order of Configs.
+// SelectConfigs returns the configurations named (when names is empty,
+// all but the extra ones), in the order of Configs.
 func SelectConfigs(names []string) ([]Config, error) {
 	if len(names) == 0 {
-		return Configs, nil
+		return slices.DeleteFunc(slices.Clone(Configs), func(c Config) bool { return c.extra }), nil
 	}
 	for _, n := range names {
 		if !slices.ContainsFunc(Configs, func(c Config) bool { return c.Name == n }) {
@@ -111,7 +115,7 @@ func idleRecord(r *runEnv) (*tracerSpec, error) {
 	}
 	out := filepath.Join(r.dir, "recording")
 	s := record(r, idle.pid, "--out", out)
-	s.output, s.cleanup = out, idle.stop
+	s.outputs, s.cleanup = []string{out}, idle.stop
 	return s, nil
 }
 
@@ -119,10 +123,21 @@ func discardRecord(r *runEnv) (*tracerSpec, error) {
 	return record(r, r.pid, "--discard"), nil
 }
 
+// fullRecord is a default recording: `brokertrace record --pid PID --out
+// DIR` and nothing else, the goal's "default recording".
 func fullRecord(r *runEnv) (*tracerSpec, error) {
 	out := filepath.Join(r.dir, "recording")
-	s := record(r, r.pid, "--out", out, "--pcap", filepath.Join(r.dir, "recording.pcapng"))
-	s.output = out
+	s := record(r, r.pid, "--out", out)
+	s.outputs = []string{out}
+	return s, nil
+}
+
+// pcapRecord is a default recording that also writes the headers to a
+// pcapng file.
+func pcapRecord(r *runEnv) (*tracerSpec, error) {
+	out, pcap := filepath.Join(r.dir, "recording"), filepath.Join(r.dir, "recording.pcapng")
+	s := record(r, r.pid, "--out", out, "--pcap", pcap)
+	s.outputs = []string{out, pcap}
 	return s, nil
 }
 
@@ -132,12 +147,12 @@ func bpftrace(r *runEnv) (*tracerSpec, error) {
 		return nil, err
 	}
 	out := filepath.Join(r.dir, "bpftrace.txt")
-	return &tracerSpec{argv: []string{"bpftrace", script, strconv.Itoa(r.pid)}, stdout: out, readyFile: out, readyLine: bpftraceReady, output: out,
+	return &tracerSpec{argv: []string{"bpftrace", script, strconv.Itoa(r.pid)}, stdout: out, readyFile: out, readyLine: bpftraceReady, outputs: []string{out},
 		drops: bpftraceLost, dropsFile: out}, nil
 }
 
 func tcpdump(r *runEnv) (*tracerSpec, error) {
 	out := filepath.Join(r.dir, "tcpdump.pcap")
 	argv := []string{"tcpdump", "-i", "lo", "-n", "-Z", "root", "-s", "96", "-w", out, "tcp", "port", strconv.Itoa(r.port)}
-	return &tracerSpec{argv: argv, readyLine: "listening on", output: out, drops: tcpdumpDropped}, nil
+	return &tracerSpec{argv: argv, readyLine: "listening on", outputs: []string{out}, drops: tcpdumpDropped}, nil
 }

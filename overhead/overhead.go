@@ -40,6 +40,11 @@ type Experiment struct {
 	Rate        float64       // msg/s of the latency load
 	Latency     time.Duration // how long the latency load sends
 	LatencyWarm time.Duration // its first part, left out
+	CPURate     float64       // msg/s of the fixed-rate phase the tracer's CPU is measured over
+	CPUDuration time.Duration // how long that phase sends
+	// ProgStats turns the kernel's BPF run-time statistics on during the
+	// CPU phase, for each program's in-kernel cost.
+	ProgStats bool
 
 	BrokerCPUs, LoadCPUs, TracerCPUs string // taskset lists; TracerCPUs "" = unpinned
 
@@ -86,6 +91,13 @@ func (e *Experiment) Run(ctx context.Context) (*recfile.Overhead, error) {
 	return res, nil
 }
 
+func orZero(p *float64) float64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
 // ErrRuns is returned with the result when some runs failed.
 var ErrRuns = errors.New("overhead")
 
@@ -98,6 +110,7 @@ func (e *Experiment) header() *recfile.Overhead {
 			Runs: e.Runs, Configs: configNames(e.Configs), WarmupCount: e.WarmupCount, Count: e.Count,
 			Size: e.Size, Rate: e.Rate, LatencyNs: e.Latency.Nanoseconds(), LatencyWarmNs: e.LatencyWarm.Nanoseconds(),
 			BrokerCPUs: e.BrokerCPUs, LoadCPUs: e.LoadCPUs, TracerCPUs: e.TracerCPUs,
+			CPURate: e.CPURate, CPUNs: e.CPUDuration.Nanoseconds(), ProgStats: e.ProgStats,
 		},
 		StartWall: time.Now().Format(time.RFC3339),
 	}
@@ -113,8 +126,8 @@ func (e *Experiment) progress(done, total int, start time.Time, r recfile.Overhe
 		fmt.Fprintf(e.Progress, "overhead: %d/%d %s run %d FAILED: %s; ETA %v\n", done, total, r.Config, r.Run, r.Error, eta.Round(time.Second))
 		return
 	}
-	fmt.Fprintf(e.Progress, "overhead: %d/%d %s run %d: %.0f msg/s, median latency %.1f µs, tracer %.1f%% CPU; ETA %v\n",
-		done, total, r.Config, r.Run, r.ThroughputPerSec, r.LatencyMedian/1e3, r.TracerCPUPct, eta.Round(time.Second))
+	fmt.Fprintf(e.Progress, "overhead: %d/%d %s run %d: %.0f msg/s, median latency %.1f µs, tracer %.1f%% CPU (%.2f%% at %.0f msg/s); ETA %v\n",
+		done, total, r.Config, r.Run, r.ThroughputPerSec, r.LatencyMedian/1e3, r.TracerCPUPct, orZero(r.CPUTracerPct), e.CPURate, eta.Round(time.Second))
 }
 
 // runDir is a run's directory relative to Out.

@@ -2,9 +2,11 @@ package overhead
 
 import (
 	"bufio"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +38,8 @@ func TestOverheadNATS(t *testing.T) {
 	bin := buildBrokertrace(t)
 	out := filepath.Join(t.TempDir(), "oh")
 	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump",
-		"--warmup", "500", "--count", "5000", "--rate", "2000", "--duration", "1s", "--latency-warmup", "200ms", "--out", out)
+		"--warmup", "500", "--count", "5000", "--rate", "2000", "--duration", "1s", "--latency-warmup", "200ms",
+		"--cpu-rate", "5000", "--cpu-duration", "1s", "--out", out)
 	stdout, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("overhead: %v\n%s", err, stderrOf(err))
@@ -46,13 +49,18 @@ func TestOverheadNATS(t *testing.T) {
 		t.Fatal(err)
 	}
 	names := configNames(Configs)
-	names = slices.DeleteFunc(names, func(n string) bool { return n == ConfI || n == ConfC })
+	names = slices.DeleteFunc(names, func(n string) bool { return n == ConfI || n == ConfC || n == ConfWPcap })
 	if got := runConfigs(res); !slices.Equal(got, names) || len(res.Configs) != len(names) {
 		t.Fatalf("runs of %v, %d configurations; want one run each of %v", got, len(res.Configs), names)
 	}
 	for _, n := range names {
 		if !strings.Contains(string(stdout), "\n"+n+" ") {
 			t.Errorf("the table on stdout has no row %s:\n%s", n, stdout)
+		}
+	}
+	for _, row := range []string{`\nT\+I\+C\+W +sockio +sock_recv +\d`, `\nbpftrace +bpftrace +all +\d`} {
+		if !regexp.MustCompile(row).Match(stdout) {
+			t.Errorf("the in-kernel cost table on stdout has no row %s:\n%s", row, stdout)
 		}
 	}
 	for _, r := range res.Runs {
@@ -84,7 +92,7 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 	t.Helper()
 	dir := filepath.Join(out, r.Dir)
 	received := 0
-	for _, l := range []string{"warmup", "latency", "saturation"} {
+	for _, l := range []string{"warmup", "latency", "cpu", "saturation"} {
 		var s recfile.LoadSummary
 		if err := recfile.ReadJSON(filepath.Join(dir, l), recfile.LoadJSONFile, &s); err != nil {
 			t.Fatal(err)
@@ -94,13 +102,24 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 	if r.ThroughputPerSec <= 0 || r.Received != 5000 || r.LatencyMedian <= 0 {
 		t.Errorf("%s: throughput %.0f, %d of 5000 received, latency median %.0f ns", r.Config, r.ThroughputPerSec, r.Received, r.LatencyMedian)
 	}
+	checkCPUPhase(t, dir, r)
 	switch r.Config {
 	case ConfT:
-		if r.TracerCPUNs != 0 || r.TracerMaxRSSBytes != 0 || r.OutputBytes != 0 {
-			t.Errorf("T: tracer CPU %d ns, RSS %d, output %d; want none", r.TracerCPUNs, r.TracerMaxRSSBytes, r.OutputBytes)
+		if r.TracerCPUNs != 0 || r.TracerMaxRSSBytes != 0 || r.OutputBytes != 0 || r.CPUTracerPct != nil || r.CPUTracerNs != nil || len(r.Progs) > 0 {
+			t.Errorf("T: tracer CPU %d ns, RSS %d, output %d, CPU phase %v %%, %d programs; want none",
+				r.TracerCPUNs, r.TracerMaxRSSBytes, r.OutputBytes, deref(r.CPUTracerPct), len(r.Progs))
 		}
 	case ConfW:
 		checkTracer(t, r)
+		checkProgs(t, r, "sockio", "sock_recv", "sock_send")
+		checkSources(t, r)
+		// A default recording: no --pcap, so no pcapng file anywhere.
+		if pcaps, _ := filepath.Glob(filepath.Join(dir, "*", "*.pcap*")); len(pcaps) > 0 {
+			t.Errorf("W wrote %v: a default recording writes no pcap", pcaps)
+		}
+		if pcaps, _ := filepath.Glob(filepath.Join(dir, "*.pcap*")); len(pcaps) > 0 {
+			t.Errorf("W wrote %v: a default recording writes no pcap", pcaps)
+		}
 		if r.Copies != uint64(received) || r.CopiesSent != received || r.MatchedShare == nil || *r.MatchedShare != 1 || r.Dropped != 0 {
 			t.Errorf("W: %d copies matched (expected %d), of %d received; share %v, %d dropped",
 				r.Copies, r.CopiesSent, received, deref(r.MatchedShare), r.Dropped)
@@ -108,9 +127,10 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 		if rows := lines(t, filepath.Join(dir, "recording", recfile.MessagesFile)) - 1; rows != received {
 			t.Errorf("W: messages.csv has %d rows, %d received", rows, received)
 		}
-		nonEmpty(t, filepath.Join(dir, "recording.pcapng"))
+		nonEmpty(t, filepath.Join(dir, "recording", recfile.PacketsFile))
 	case ConfBpftrace:
 		checkTracer(t, r)
+		checkProgs(t, r, "bpftrace", "sock_recv_lengt", "sock_send_lengt")
 		// One line per socket call: at least one send per message received
 		// is not given (writev batches), but every message needed a read.
 		if n := lines(t, filepath.Join(dir, "bpftrace.txt")); n < 100 {
@@ -120,6 +140,78 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 		checkTracer(t, r)
 		nonEmpty(t, filepath.Join(dir, "tcpdump.pcap"))
 	}
+}
+
+// checkCPUPhase checks the CPU phase against its load's own summary and
+// the tracer's CPU there against the CPU it used over the whole run.
+func checkCPUPhase(t *testing.T, dir string, r recfile.OverheadRun) {
+	t.Helper()
+	var s recfile.LoadSummary
+	if err := recfile.ReadJSON(filepath.Join(dir, "cpu"), recfile.LoadJSONFile, &s); err != nil {
+		t.Fatal(err)
+	}
+	if r.CPUSent != s.Sent || r.CPUReceived != s.Received || s.Received == 0 || r.CPUWallNs < 1e9 {
+		t.Errorf("%s: CPU phase %d sent, %d received over %d ns; its load says %d, %d (a 1 s load)",
+			r.Config, r.CPUSent, r.CPUReceived, r.CPUWallNs, s.Sent, s.Received)
+	}
+	if r.Config == ConfT {
+		return
+	}
+	// tcpdump may use less than /proc's 10 ms tick in a 1 s phase; the
+	// others scan or print every call.
+	positive := r.Config != ConfTcpdump
+	if r.CPUTracerPct == nil || r.CPUTracerNs == nil || (positive && *r.CPUTracerPct <= 0) || *r.CPUTracerNs > r.TracerCPUNs ||
+		math.Abs(*r.CPUTracerPct-100*float64(*r.CPUTracerNs)/float64(r.CPUWallNs)) > 1e-9 {
+		t.Errorf("%s: CPU phase tracer %v ns, %v %% over %d ns; whole run %d ns", r.Config, deref64(r.CPUTracerNs), deref(r.CPUTracerPct), r.CPUWallNs, r.TracerCPUNs)
+	}
+}
+
+// checkProgs checks that the run has the named programs of source, each
+// with runs and run time, the ratios of the totals.
+func checkProgs(t *testing.T, r recfile.OverheadRun, source string, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		i := slices.IndexFunc(r.Progs, func(p recfile.OverheadProg) bool { return p.Source == source && p.Name == n })
+		if i < 0 {
+			t.Errorf("%s: no program %s/%s in %+v", r.Config, source, n, r.Progs)
+			continue
+		}
+		p := r.Progs[i]
+		if p.Runs == 0 || p.Ns == 0 || p.Messages != r.CPUReceived ||
+			p.NsPerRun != float64(p.Ns)/float64(p.Runs) || p.NsPerMsg != float64(p.Ns)/float64(r.CPUReceived) {
+			t.Errorf("%s: program %+v (CPU phase received %d)", r.Config, p, r.CPUReceived)
+		}
+	}
+}
+
+// checkSources checks that every program a default recording holds is
+// one of bpf/NAME.bpf.c's and that every source with a C file, all on by
+// default, has some.
+func checkSources(t *testing.T, r recfile.OverheadRun) {
+	t.Helper()
+	files, err := filepath.Glob("../bpf/*.bpf.c")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("bpf sources: %v, %v", files, err)
+	}
+	var want []string
+	for _, f := range files {
+		want = append(want, strings.TrimSuffix(filepath.Base(f), ".bpf.c"))
+	}
+	var got []string
+	for _, p := range r.Progs {
+		got = append(got, p.Source)
+	}
+	slices.Sort(got)
+	if got = slices.Compact(got); !slices.Equal(got, want) {
+		t.Errorf("%s: programs of sources %v; want %v (bpf/*.bpf.c)", r.Config, got, want)
+	}
+}
+
+func deref64(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
 
 func checkTracer(t *testing.T, r recfile.OverheadRun) {

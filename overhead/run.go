@@ -2,6 +2,7 @@ package overhead
 
 import (
 	"bufio"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -13,8 +14,8 @@ import (
 )
 
 // runOnce is one run of configuration c: a fresh broker, the tracer, a
-// discarded warm-up, the latency load, the saturation load. It returns the
-// run and the latencies it measured.
+// discarded warm-up, the latency load, the CPU phase, the saturation load.
+// It returns the run and the latencies it measured.
 func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, error) {
 	run := recfile.OverheadRun{Config: c.Name, Run: i, Dir: runDir(c, i)}
 	dir := filepath.Join(e.Out, run.Dir)
@@ -37,7 +38,7 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 		}
 		defer t.kill()
 	}
-	lat, received, err := e.loads(b.url, dir, &run)
+	lat, received, err := e.loads(b.url, dir, &run, t)
 	if err != nil {
 		return run, nil, err
 	}
@@ -48,16 +49,17 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 	if err != nil {
 		return run, nil, err
 	}
-	e.tracerCost(&run, u, t.spec.output)
+	e.tracerCost(&run, u, t.spec.outputs)
 	if c.recorded {
 		err = meta(&run, dir, c.matches, received)
 	}
 	return run, lat, err
 }
 
-// loads runs the warm-up, the latency and the saturation load, fills run's
-// load figures and returns the latencies and the messages received in all.
-func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun) ([]float64, int, error) {
+// loads runs the warm-up, the latency load, the CPU phase and the
+// saturation load, fills run's load figures and returns the latencies and
+// the messages received in all. t is the tracer (nil in T).
+func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun, t *tracer) ([]float64, int, error) {
 	w, _, err := e.runLoad(url, dir, loadSpec{name: "warmup", count: e.WarmupCount})
 	if err != nil {
 		return nil, 0, err
@@ -67,6 +69,10 @@ func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun) ([]float64
 		return nil, 0, err
 	}
 	lat, err := latencies(ldir)
+	if err != nil {
+		return nil, 0, err
+	}
+	c, err := e.cpuPhase(url, dir, run, t)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -81,18 +87,54 @@ func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun) ([]float64
 	run.Sent, run.Received = s.Sent, s.Received
 	run.LatSent, run.LatReceived = l.Sent, l.Received
 	run.LatencyMedian, run.LatencyMean = st.Median, st.Mean
-	return lat, w.Received + l.Received + s.Received, nil
+	return lat, w.Received + l.Received + c.Received + s.Received, nil
+}
+
+// cpuPhase runs the fixed-rate load of the CPU figure and measures, over
+// exactly its time, the tracer's CPU and, with ProgStats, the in-kernel
+// cost of every BPF program the tracer holds. The tracer's figures are
+// read while it still runs: its programs go when it exits.
+func (e *Experiment) cpuPhase(url, dir string, run *recfile.OverheadRun, t *tracer) (recfile.LoadSummary, error) {
+	spec := loadSpec{name: "cpu", rate: e.CPURate, duration: e.CPUDuration}
+	if t == nil {
+		start := time.Now()
+		s, _, err := e.runLoad(url, dir, spec)
+		run.CPUSent, run.CPUReceived, run.CPUWallNs = s.Sent, s.Received, time.Since(start).Nanoseconds()
+		return s, err
+	}
+	pid := t.cmd.Process.Pid
+	var stats io.Closer
+	if e.ProgStats {
+		if stats = enableProgStats(); stats == nil {
+			run.Warnings = append(run.Warnings, "the kernel's BPF run-time statistics are unavailable (Linux 5.8+): no per-program cost")
+		} else {
+			defer stats.Close()
+		}
+	}
+	tool := filepath.Base(t.spec.argv[0])
+	before, cpu0, start := sampleProgs(pid, tool), procCPU(pid), time.Now()
+	s, _, err := e.runLoad(url, dir, spec)
+	wall, cpu := time.Since(start), procCPU(pid)-cpu0
+	after := sampleProgs(pid, tool)
+	run.CPUSent, run.CPUReceived, run.CPUWallNs = s.Sent, s.Received, wall.Nanoseconds()
+	run.CPUTracerNs, run.CPUTracerPct = ptr(cpu.Nanoseconds()), ptr(100*float64(cpu)/float64(wall))
+	if stats != nil {
+		run.Progs = progCost(before, after, s.Received)
+	}
+	return s, err
 }
 
 // tracerCost fills the tracer's CPU, memory and output size.
-func (e *Experiment) tracerCost(run *recfile.OverheadRun, u tracerUsage, output string) {
+func (e *Experiment) tracerCost(run *recfile.OverheadRun, u tracerUsage, outputs []string) {
 	run.TracerCPUNs = (u.cpu - u.startCPU).Nanoseconds()
 	run.TracerStartCPUNs = u.startCPU.Nanoseconds()
 	if u.wall > 0 {
 		run.TracerCPUPct = 100 * float64(u.cpu-u.startCPU) / float64(u.wall)
 	}
 	run.TracerMaxRSSBytes = u.maxRSS
-	run.OutputBytes = diskUsage(output)
+	for _, o := range outputs {
+		run.OutputBytes += diskUsage(o)
+	}
 	run.Dropped = u.dropped
 }
 

@@ -11,7 +11,11 @@ import (
 )
 
 // tableHeader are the columns of the result table.
-var tableHeader = []string{"config", "throughput msg/s (95% CI)", "vs T", "latency median µs (Q1–Q3)", "added µs", "tracer CPU % of a core", "tracer peak RSS MB", "dropped", "copies matched"}
+func tableHeader(res *recfile.Overhead) []string {
+	return []string{"config", "throughput msg/s (95% CI)", "vs T", "latency median µs (Q1–Q3)", "added µs",
+		"tracer CPU % of a core, whole run", fmt.Sprintf("tracer CPU %% at %.0f msg/s", res.Options.CPURate),
+		"tracer peak RSS MB", "dropped", "copies matched"}
+}
 
 // rows are the table's cells, one row per configuration.
 func rows(res *recfile.Overhead) [][]string {
@@ -29,6 +33,7 @@ func rows(res *recfile.Overhead) [][]string {
 			fmt.Sprintf("%.1f (%.1f–%.1f)", c.Latency.Median/1e3, c.Latency.Q1/1e3, c.Latency.Q3/1e3),
 			optional(c.LatencyAddedNs, "%+.1f", 1e-3),
 			when(traced, fmt.Sprintf("%.1f %s", c.TracerCPUPct.Mean, ci(c.TracerCPUPct, 1))),
+			when(c.CPUTracerPct.N > 0, fmt.Sprintf("%.2f %s", c.CPUTracerPct.Mean, ci(c.CPUTracerPct, 1))),
 			when(traced, fmt.Sprintf("%.0f", float64(c.TracerMaxRSSBytes)/1e6)),
 			when(traced, fmt.Sprint(c.Dropped)),
 			optional(c.MatchedShare, "%.2f%%", 100),
@@ -66,33 +71,92 @@ func when(ok bool, s string) string {
 	return s
 }
 
-// WriteTable prints the result as an aligned text table, or as Markdown
-// for the README, followed by the machine it was measured on.
+// hookHeader are the columns of the in-kernel cost table.
+func hookHeader(res *recfile.Overhead) []string {
+	return []string{"config", "source", "program", "runs per msg", "ns per run", "ns per msg",
+		fmt.Sprintf("%% of a core at %.0f msg/s", res.Options.CPURate)}
+}
+
+// hookRows are the in-kernel cost table's cells: per configuration, each
+// program, each source's total and the total of every hook.
+func hookRows(res *recfile.Overhead) [][]string {
+	var out [][]string
+	row := func(config, source, name string, p recfile.OverheadProg) {
+		out = append(out, []string{config, source, name,
+			fmt.Sprintf("%.2f", perMsg(float64(p.Runs), p.Messages)), fmt.Sprintf("%.0f", p.NsPerRun), fmt.Sprintf("%.0f", p.NsPerMsg),
+			fmt.Sprintf("%.2f", p.NsPerMsg*res.Options.CPURate/1e7)})
+	}
+	for _, c := range res.Configs {
+		var all recfile.OverheadProg
+		for i, p := range c.Progs {
+			row(c.Name, p.Source, p.Name, p)
+			if i+1 == len(c.Progs) || c.Progs[i+1].Source != p.Source {
+				row(c.Name, p.Source, "all", sumOf(c.Progs, p.Source))
+			}
+			all.Runs, all.Ns, all.Messages = all.Runs+p.Runs, all.Ns+p.Ns, p.Messages
+		}
+		if len(c.Progs) > 0 {
+			row(c.Name, "all", "all", costOf(all, all.Messages))
+		}
+	}
+	return out
+}
+
+// sumOf is the total cost of source's programs (each program counted over
+// the same messages).
+func sumOf(ps []recfile.OverheadProg, source string) recfile.OverheadProg {
+	var s recfile.OverheadProg
+	for _, p := range ps {
+		if p.Source == source {
+			s.Runs, s.Ns, s.Messages = s.Runs+p.Runs, s.Ns+p.Ns, p.Messages
+		}
+	}
+	return costOf(s, s.Messages)
+}
+
+func perMsg(v float64, messages int) float64 {
+	if messages == 0 {
+		return 0
+	}
+	return v / float64(messages)
+}
+
+// WriteTable prints the result as aligned text tables, or as Markdown for
+// the README: the configurations, then the in-kernel cost per hook when
+// measured, followed by the machine it was measured on.
 func WriteTable(w io.Writer, res *recfile.Overhead, markdown bool) error {
 	var b strings.Builder
-	if markdown {
-		line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
-		line(tableHeader)
-		line(strings.Split(strings.Repeat("---,", len(tableHeader)-1)+"---", ","))
-		for _, r := range rows(res) {
-			line(r)
-		}
-	} else {
-		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-		for _, r := range append([][]string{tableHeader}, rows(res)...) {
-			fmt.Fprintln(tw, strings.Join(r, "\t"))
-		}
-		tw.Flush()
+	writeTable(&b, tableHeader(res), rows(res), markdown)
+	if hr := hookRows(res); len(hr) > 0 {
+		fmt.Fprintf(&b, "\nIn-kernel cost per hook, over the %.0f msg/s phase (the kernel's BPF run-time statistics):\n\n", res.Options.CPURate)
+		writeTable(&b, hookHeader(res), hr, markdown)
 	}
 	fmt.Fprintf(&b, "\n%s\n", machine(res))
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
+func writeTable(b *strings.Builder, header []string, rows [][]string, markdown bool) {
+	if markdown {
+		line := func(cells []string) { b.WriteString("| " + strings.Join(cells, " | ") + " |\n") }
+		line(header)
+		line(strings.Split(strings.Repeat("---,", len(header)-1)+"---", ","))
+		for _, r := range rows {
+			line(r)
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	for _, r := range append([][]string{header}, rows...) {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	tw.Flush()
+}
+
 // machine says what and where was measured, in one line.
 func machine(res *recfile.Overhead) string {
 	o := res.Options
-	return fmt.Sprintf("%s, %d runs per configuration (fresh broker each), %d B messages: saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out). Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
+	return fmt.Sprintf("%s, %d runs per configuration (fresh broker each), %d B messages: saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out); tracer CPU at %.0f msg/s for %v. Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
 		res.Broker, o.Runs, o.Size, o.Count, o.WarmupCount, o.Rate, time.Duration(o.LatencyNs), time.Duration(o.LatencyWarmNs),
-		o.BrokerCPUs, o.LoadCPUs, res.CPUModel, res.Host.CPUs, res.Host.Kernel, res.StartWall)
+		o.CPURate, time.Duration(o.CPUNs), o.BrokerCPUs, o.LoadCPUs, res.CPUModel, res.Host.CPUs, res.Host.Kernel, res.StartWall)
 }

@@ -24,8 +24,9 @@ type tracerSpec struct {
 	// readyLine: the child is ready once a line of its standard error
 	// contains it or, when readyFile is set, once that file does.
 	readyLine, readyFile string
-	// output is the file or directory whose size is the tracer's output.
-	output string
+	// outputs are the files and directories whose size is the tracer's
+	// output.
+	outputs []string
 	// cleanup runs after the tracer ended (e.g. stops an idle target).
 	cleanup func()
 	// drops matches the tool's own report of what it lost (its first group

@@ -34,6 +34,9 @@ type OverheadOptions struct {
 	BrokerCPUs    string   `json:"broker_cpus"`       // taskset list the broker is pinned to
 	LoadCPUs      string   `json:"load_cpus"`         // taskset list the load generator is pinned to
 	TracerCPUs    string   `json:"tracer_cpus"`       // taskset list of the tracer; "" = unpinned
+	CPURate       float64  `json:"cpu_rate"`          // msg/s of the fixed-rate CPU phase
+	CPUNs         int64    `json:"cpu_ns"`            // how long the CPU phase sends
+	ProgStats     bool     `json:"prog_stats"`        // the kernel's BPF run-time statistics on in the CPU phase
 }
 
 // OverheadStats are MooBench's statistics of one quantity: mean with the
@@ -53,7 +56,8 @@ type OverheadStats struct {
 }
 
 // OverheadRun is one run: a fresh broker, the configuration's tracer, a
-// discarded warm-up, the latency load at a fixed rate, the saturation load.
+// discarded warm-up, the latency load at a fixed rate, the CPU phase at
+// another, the saturation load.
 type OverheadRun struct {
 	Config string `json:"config"`
 	Run    int    `json:"run"` // 1-based, per configuration
@@ -85,6 +89,19 @@ type OverheadRun struct {
 	// bpftrace's lines).
 	OutputBytes int64 `json:"output_bytes"`
 
+	// The fixed-rate CPU phase: messages sent and received, its length
+	// (from just before the load started to just after it ended) and the
+	// tracer's CPU (utime + stime of /proc/PID/stat) over exactly that
+	// time, absent in T.
+	CPUSent      int      `json:"cpu_sent"`
+	CPUReceived  int      `json:"cpu_received"`
+	CPUWallNs    int64    `json:"cpu_wall_ns"`
+	CPUTracerNs  *int64   `json:"cpu_tracer_ns,omitempty"`
+	CPUTracerPct *float64 `json:"cpu_tracer_pct,omitempty"`
+	// Progs is the in-kernel cost of each BPF program the tracer held over
+	// the CPU phase (with --prog-stats; none in T).
+	Progs []OverheadProg `json:"progs,omitempty"`
+
 	// From brokertrace's meta.json: events lost in the kernel (ring buffer
 	// full, program runs skipped), copies matched out of the copies the
 	// load generator received in the run, and the warnings.
@@ -112,10 +129,36 @@ type OverheadConfig struct {
 	// LatencyAddedNs is the pooled median minus T's (absent without T).
 	LatencyAddedNs *float64 `json:"latency_added_ns,omitempty"`
 
-	TracerCPUPct      OverheadStats `json:"tracer_cpu_pct"`
+	TracerCPUPct OverheadStats `json:"tracer_cpu_pct"`
+	// CPUTracerPct is the tracer's CPU over the fixed-rate phase, over the
+	// runs (n = 0 in T).
+	CPUTracerPct      OverheadStats `json:"cpu_tracer_pct"`
 	TracerMaxRSSBytes int64         `json:"tracer_max_rss_bytes"` // largest over runs
 	Dropped           uint64        `json:"dropped"`              // summed over runs
 	// MatchedShare is the smallest share of copies matched in any run
 	// (absent for configurations that match nothing).
 	MatchedShare *float64 `json:"matched_share_min,omitempty"`
+	// Progs sums each program's cost over the runs: runs and ns added up,
+	// ns_per_msg over the CPU phases' messages added up.
+	Progs []OverheadProg `json:"progs,omitempty"`
+}
+
+// OverheadProg is the in-kernel cost of one BPF program over the CPU
+// phase, from the kernel's run-time statistics (BPF_ENABLE_STATS).
+type OverheadProg struct {
+	// Source is the brokertrace source the program belongs to (sockio,
+	// sched, sockq, netstack) or, for another tool's, the tool.
+	Source string `json:"source"`
+	// Name is the program's function name from its BTF or, without BTF,
+	// the kernel's (15 characters at most).
+	Name string `json:"name"`
+	ID   uint32 `json:"id,omitempty"`
+	Runs uint64 `json:"runs"`
+	Ns   uint64 `json:"ns"` // total run time
+	// NsPerRun is Ns / Runs; NsPerMsg is Ns over the messages the broker
+	// handled (received by the load generator) in the phase.
+	NsPerRun float64 `json:"ns_per_run"`
+	NsPerMsg float64 `json:"ns_per_msg"`
+	// Messages is the count NsPerMsg divides by.
+	Messages int `json:"messages"`
 }

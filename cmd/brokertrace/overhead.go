@@ -23,10 +23,10 @@ type overheadFlags struct {
 	broker, url, out                 string
 	configs                          []string
 	runs, warmup, count, size        int
-	rate                             float64
-	latency, latencyWarm             time.Duration
+	rate, cpuRate                    float64
+	latency, latencyWarm, cpuTime    time.Duration
 	brokerCPUs, loadCPUs, tracerCPUs string
-	quick, markdown                  bool
+	quick, markdown, progStats       bool
 }
 
 func newOverheadCmd() *cobra.Command {
@@ -44,15 +44,21 @@ a warm-up discarded every run:
             process (a nats-server nobody talks to, on the broker's CPUs):
             every hook fires, nothing matches
   T+I+C     brokertrace record --discard on the broker: collect, write nothing
-  T+I+C+W   brokertrace record on the broker, default sources (capture on),
-            headers also written with --pcap
+  T+I+C+W   a default brokertrace record on the broker (capture included)
   bpftrace  a bpftrace script timestamping the broker's socket calls to a file
   tcpdump   tcpdump -w of the broker's port on lo, headers only
 
+and, only when named in --configs:
+
+  T+I+C+W+pcap  T+I+C+W with the headers also written with --pcap
+
 Per run: saturation throughput (brokertrace load --rate 0 --count N),
 end-to-end latency at --rate, the tracer's CPU (wait4, while the loads ran)
-and peak RSS, events dropped and the share of copies matched. The broker is
-pinned to --broker-cpus, the load generator to --load-cpus.
+and peak RSS, events dropped and the share of copies matched; and a phase at
+--cpu-rate for --cpu-duration over which the tracer's CPU (/proc/PID/stat)
+and, with --prog-stats, the in-kernel cost of each of its BPF programs (the
+kernel's run-time statistics, on during that phase only) are measured. The
+broker is pinned to --broker-cpus, the load generator to --load-cpus.
 
 It writes OUT/overhead.json, OUT/overhead.png and .svg, each run's files in
 OUT/runs/, prints the table on stdout (Markdown with --markdown) and
@@ -71,7 +77,7 @@ progress with an ETA on stderr. Needs root.`,
 	fl.StringVar(&f.broker, "broker", "nats", "broker started fresh for every run: nats (nats-server) or activemq (ActiveMQ 5 over STOMP); ignored with a command after --")
 	fl.StringVar(&f.url, "url", "", "with a broker command after --: the URL brokertrace load connects to (host and port needed)")
 	fl.StringVar(&f.out, "out", "", "output directory (default brokertrace-overhead-BROKER-YYYYMMDD-HHMMSS)")
-	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default all: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump)")
+	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap)")
 	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker")
 	fl.IntVar(&f.warmup, "warmup", 50000, "messages sent as fast as possible at the start of every run and discarded")
 	fl.IntVar(&f.count, "count", 200000, "messages of the saturation load")
@@ -79,10 +85,13 @@ progress with an ETA on stderr. Needs root.`,
 	fl.Float64Var(&f.rate, "rate", 5000, "rate of the latency load, msg/s")
 	fl.DurationVar(&f.latency, "duration", 5*time.Second, "how long the latency load sends")
 	fl.DurationVar(&f.latencyWarm, "latency-warmup", time.Second, "first part of the latency load left out of the latency")
+	fl.Float64Var(&f.cpuRate, "cpu-rate", 20000, "rate of the phase the tracer's CPU and each BPF program's cost are measured over, msg/s")
+	fl.DurationVar(&f.cpuTime, "cpu-duration", 5*time.Second, "how long that phase sends")
+	fl.BoolVar(&f.progStats, "prog-stats", true, "turn the kernel's BPF run-time statistics on during that phase (they cost each program run two clock reads) for the cost per hook")
 	fl.StringVar(&f.brokerCPUs, "broker-cpus", "0", "CPUs the broker is pinned to (taskset list)")
 	fl.StringVar(&f.loadCPUs, "load-cpus", "1", "CPUs the load generator is pinned to (taskset list)")
 	fl.StringVar(&f.tracerCPUs, "tracer-cpus", "", "CPUs the tracer is pinned to (default: not pinned, as a user would run it)")
-	fl.BoolVar(&f.quick, "quick", false, "a short run: 2 runs, 20000 warm-up, 50000 saturation messages, 2 s latency load")
+	fl.BoolVar(&f.quick, "quick", false, "a short run: 2 runs, 20000 warm-up, 50000 saturation messages, 2 s latency load, 3 s CPU phase")
 	fl.BoolVar(&f.markdown, "markdown", false, "print the table as Markdown (the README's)")
 	return cmd
 }
@@ -130,13 +139,15 @@ func writeOverhead(e *overhead.Experiment, res *recfile.Overhead, markdown bool)
 // newExperiment checks the flags and builds the experiment they ask for.
 func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error) {
 	if f.quick {
-		f.runs, f.warmup, f.count, f.latency = 2, 20000, 50000, 2*time.Second
+		f.runs, f.warmup, f.count, f.latency, f.cpuTime = 2, 20000, 50000, 2*time.Second, 3*time.Second
 	}
 	switch {
 	case f.runs < 1 || f.count < 1 || f.warmup < 0:
 		return nil, errors.New("overhead: --runs and --count must be at least 1, --warmup at least 0")
 	case f.rate <= 0 || f.latency <= f.latencyWarm:
 		return nil, errors.New("overhead: --rate must be positive and --duration longer than --latency-warmup")
+	case f.cpuRate <= 0 || f.cpuTime <= 0:
+		return nil, errors.New("overhead: --cpu-rate and --cpu-duration must be positive")
 	case (len(args) > 0) != (f.url != ""):
 		return nil, errors.New("overhead: --url and a broker command after -- go together")
 	}
@@ -161,6 +172,7 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 	return &overhead.Experiment{
 		Broker: b, Configs: cs, Runs: f.runs, Exe: exe, Out: f.out,
 		WarmupCount: f.warmup, Count: f.count, Size: f.size, Rate: f.rate, Latency: f.latency, LatencyWarm: f.latencyWarm,
+		CPURate: f.cpuRate, CPUDuration: f.cpuTime, ProgStats: f.progStats,
 		BrokerCPUs: f.brokerCPUs, LoadCPUs: f.loadCPUs, TracerCPUs: f.tracerCPUs,
 		Progress: os.Stderr, Version: record.Version,
 	}, nil
