@@ -10,7 +10,9 @@
  *    from the user's buffers. The buffers themselves are found through the
  *    system call's arguments in the task's saved user registers
  *    (bpf_task_pt_regs), so no system-call hook is needed and processes that
- *    do no socket I/O pay nothing.
+ *    do no socket I/O pay nothing. recvmmsg/sendmmsg are left to perf
+ *    tracepoints on those two system calls' exits (only they pay), where
+ *    every message's length is known.
  *
  *  - syscalls: raw_tp on raw_syscalls:sys_exit, for older kernels. Every
  *    system call of every process pays for the hook; the program returns at
@@ -53,6 +55,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
  * candidate word never reaches before the buffer. */
 #define HEAD 32
 #define MAX_IOV 1024    /* iovec entries examined per call: IOV_MAX */
+#define MAX_MMSG 1024   /* mmsghdr entries per recvmmsg/sendmmsg: UIO_MAXIOV */
 #define IOV_BATCH 16    /* iovec entries read from user memory at once */
 #define MAX_STEPS 1280  /* steps per call of the bounded walk (no bpf_loop) */
 /* Steps per call under bpf_loop: a call moves < 2^31 bytes, which take at
@@ -60,6 +63,11 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define LOOP_STEPS (1 << 18)
 #define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
 #define NEV 8 /* events staged per call before the first is sent */
+/* Chunks of up to SMALL bytes are scanned without calls to scan_words;
+ * calls of up to EAGER_TS bytes read the clock only when they carry a
+ * marker (see start_call). */
+#define SMALL 1024
+#define EAGER_TS 1024
 
 /* The scan loads one 8-byte word every STRIDE bytes. A marker is 20 bytes,
  * so whatever its offset one of those words lies wholly inside it when
@@ -70,6 +78,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define BLOCK (STRIDE * UNROLL)
 #define SUB_BLOCKS 40 /* blocks per scan_words call */
 #define NSUB ((HEAD + SCAN_CHUNK) / (BLOCK * SUB_BLOCKS) + 1)
+#define SMALL_BLOCKS ((BT_CARRY_MAX + SMALL) / BLOCK + 1)
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
@@ -80,6 +89,10 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define MSG_ERRQUEUE 0x2000
 #define PF_IO_WORKER 0x00000010
 #define PF_KTHREAD 0x00200000
+/* UAPI values the trimmed vmlinux.h leaves out. */
+#define BPF_MAP_TYPE_SK_STORAGE 24
+#define BPF_F_NO_PREALLOC 1
+#define BPF_SK_STORAGE_GET_F_CREATE 1
 
 /* x86_64 system call numbers (the ABI; fixed). */
 #define NR_read 0
@@ -90,6 +103,8 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define NR_recvfrom 45
 #define NR_sendmsg 46
 #define NR_recvmsg 47
+#define NR_recvmmsg 299
+#define NR_sendmmsg 307
 #define NR_preadv2 327
 #define NR_pwritev2 328
 
@@ -113,6 +128,10 @@ struct scan_ctx {
 	__u64 iovcnt;    /* its length */
 	__u64 ptr;       /* user address of the next byte to scan */
 	__u64 left;      /* bytes left in the current buffer */
+	__u64 mmsg;      /* recvmmsg/sendmmsg: user address of the mmsghdr array */
+	__u32 mcnt;      /* its entries that moved bytes (the call's result) */
+	__u32 midx;      /* next entry */
+	__u32 msg_left;  /* bytes left in the current message (the call's, or an mmsg entry's) */
 	__u32 remaining; /* bytes left to scan in the call */
 	__u32 done;      /* bytes scanned so far */
 	__u32 iov_idx;   /* next iovec entry */
@@ -135,7 +154,31 @@ struct carry_key {
 struct carry_val {
 	__u64 bytes[3];
 	__u32 len;
+	__u32 lru; /* sock path: an mmsg call left the carry in the map carries */
+};
+
+struct carry_pair {
+	struct carry_val v[2]; /* [dir] */
+};
+
+/* recvmmsg/sendmmsg's array entry (struct mmsghdr: a user_msghdr, then the
+ * bytes the message moved); its layout is the system-call ABI. */
+struct bt_mmsghdr {
+	struct bt_user_msghdr hdr;
+	__u64 msg_control;
+	__u64 msg_controllen;
+	__u32 msg_flags;
 	__u32 _pad;
+	__u32 msg_len;
+	__u32 _pad2;
+};
+
+/* The context of a perf tracepoint syscalls:sys_exit_* (its format file). */
+struct bt_sys_exit_ctx {
+	__u64 _common;
+	__s32 nr;
+	__s32 _pad;
+	__s64 ret;
 };
 
 struct {
@@ -163,10 +206,24 @@ struct {
 	__type(value, struct carry_val);
 } carries SEC(".maps");
 
+/* The sock path's carries, in each socket's own storage (see find_carry). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct carry_pair);
+} sk_carries SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20); /* the loader may resize */
 } events SEC(".maps");
+
+/* The field of struct sock that holds its BPF storage (vmlinux.h leaves it
+ * out); CO-RE finds it in the kernel's struct sock. */
+struct sock___storage {
+	void *sk_bpf_storage;
+} __attribute__((preserve_access_index));
 
 /* Make the types visible to bpf2go -type. */
 const struct bt_event *unused_event __attribute__((unused));
@@ -214,6 +271,27 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 	c->nev = 0;
 }
 
+/*
+ * fill_header completes the first event's header once the call turns out
+ * to carry a marker: most calls carry none, and they are spared the reads.
+ * The socket is the call's, alive until it returns, so reading it here
+ * gives what reading it at the hook would.
+ */
+static __always_inline void fill_header(struct scan_ctx *c)
+{
+	struct bt_event *e = &c->ev[0];
+	if (e->ts_ns == 0)
+		e->ts_ns = bpf_ktime_get_ns();
+	__u64 id = bpf_get_current_pid_tgid();
+	e->pid = id >> 32;
+	e->tid = (__u32)id;
+	struct sock *sk = (struct sock *)e->sock;
+	struct tcp_sock *tp = (struct tcp_sock *)sk;
+	e->seq_end = e->dir == BT_DIR_IN ? BPF_CORE_READ(tp, copied_seq) : BPF_CORE_READ(tp, write_seq);
+	e->lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	e->rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+}
+
 static __always_inline int hexval(__u8 ch)
 {
 	if (ch >= '0' && ch <= '9')
@@ -246,6 +324,8 @@ __noinline int try_marker(__u64 p)
 			return 0;
 		id = (id << 4) | v;
 	}
+	if (c->found == 0)
+		fill_header(c);
 	__u32 i = c->nev & (NEV - 1);
 	__u32 k = c->ev[i].nr_markers;
 	if (k >= BT_MAX_MARKERS) {
@@ -358,28 +438,66 @@ __noinline int check_block(__u64 o, __u64 start, __u64 end)
 	return 0;
 }
 
+/* block_has_b: whether any of the bytes a marker holding one of the block
+ * at o can begin at, buf[o - 12 .. o + 39], is a 'B'. Seven word loads and
+ * a few operations: text holds many candidate words (runs of digits and
+ * a-f) and few 'B's, and a call out costs more than this. */
+static __always_inline bool block_has_b(struct scan_ctx *c, __u64 o)
+{
+	__u64 p = o - (STRIDE - 1);
+	__u64 b = 0;
+	for (__u32 k = 0; k < 7; k++) {
+		__u64 v = LOAD(p + 8 * k) ^ ('B' * ONES);
+		b |= (v - ONES) & ~v;
+	}
+	return b & HIGHS;
+}
+
+/* scan_blocks scans up to n blocks of UNROLL words, STRIDE bytes apart, from
+ * buf[o], as long as a whole block ends by end, and checks the blocks that
+ * hold a candidate word. Returns where it stopped. */
+static __always_inline __u64 scan_blocks(struct scan_ctx *c, __u64 o, __u64 start, __u64 end, __u32 n)
+{
+	for (__u32 i = 0; i < n; i++) {
+		if (o + BLOCK - STRIDE + 8 > end || o > BUF_SIZE - (BLOCK - STRIDE + 8))
+			break;
+		BOUNDED(o);
+		__u64 m = cand_bit(LOAD(o)) | cand_bit(LOAD(o + STRIDE)) | cand_bit(LOAD(o + 2 * STRIDE)) |
+			  cand_bit(LOAD(o + 3 * STRIDE));
+		if ((__s64)m < 0 && o >= STRIDE - 1 && block_has_b(c, o))
+			check_block(o, start, end);
+		o += BLOCK;
+	}
+	return o;
+}
+
 /*
- * scan_words scans up to SUB_BLOCKS blocks of UNROLL words, STRIDE bytes
- * apart, from buf[o], as long as a whole block ends by end. Returns where it
- * stopped. A global function, so that the verifier walks its loop once,
- * whatever the chunk's size; one branch per block keeps that walk short.
+ * scan_words scans up to SUB_BLOCKS blocks from buf[o]. A global function,
+ * so that the verifier walks its loop once, whatever the chunk's size; one
+ * branch per block keeps that walk short.
  */
 __noinline __u64 scan_words(__u64 o, __u64 start, __u64 end)
 {
 	struct scan_ctx *c = get_ctx();
 	if (!c)
 		return o;
-	for (__u32 i = 0; i < SUB_BLOCKS; i++) {
-		if (o + BLOCK - STRIDE + 8 > end || o > BUF_SIZE - (BLOCK - STRIDE + 8))
+	return scan_blocks(c, o, start, end, SUB_BLOCKS);
+}
+
+/* scan_tail checks the words from o on that end by end: fewer than a block.
+ * The call out happens only when one of them is a candidate. */
+static __always_inline void scan_tail(struct scan_ctx *c, __u64 o, __u64 start, __u64 end)
+{
+	__u64 m = 0;
+	for (__u32 j = 0; j < UNROLL; j++) {
+		__u64 w = o + j * STRIDE;
+		if (w + 8 > end || w > BUF_SIZE - 8)
 			break;
-		BOUNDED(o);
-		__u64 m = cand_bit(LOAD(o)) | cand_bit(LOAD(o + STRIDE)) | cand_bit(LOAD(o + 2 * STRIDE)) |
-			  cand_bit(LOAD(o + 3 * STRIDE));
-		if ((__s64)m < 0)
-			check_block(o, start, end);
-		o += BLOCK;
+		BOUNDED(w);
+		m |= cand_bit(LOAD(w));
 	}
-	return o;
+	if ((__s64)m < 0)
+		check_block(o, start, end);
 }
 
 /* carry_len_at returns how many of the bytes buf[start..end) at its end
@@ -409,6 +527,59 @@ static __always_inline __u32 carry_len_at(struct scan_ctx *c, __u32 start, __u32
 	return 0;
 }
 
+/* stage puts the carried bytes in front of buf[HEAD] and copies len bytes
+ * of user memory behind them. Returns where the scan starts (the carried
+ * bytes that may begin a marker), or -1 when the memory could not be read. */
+static __always_inline long stage(struct scan_ctx *c, __u64 uptr, __u32 len)
+{
+	*(__u64 *)&c->buf[HEAD - 24] = c->carry[0];
+	*(__u64 *)&c->buf[HEAD - 16] = c->carry[1];
+	*(__u64 *)&c->buf[HEAD - 8] = c->carry[2];
+	if (bpf_probe_read_user(&c->buf[HEAD], len, (void *)uptr) < 0) {
+		c->carry_len = 0;
+		return -1;
+	}
+	__u32 cl = c->carry_len;
+	if (cl > BT_CARRY_MAX)
+		cl = BT_CARRY_MAX;
+	return HEAD - cl;
+}
+
+/* carry_tail keeps the last 24 bytes of buf[start..end) as the carry, with
+ * how many of them may begin a marker. The rare path of keep_tail, out of
+ * line so that the verifier checks its loops once. */
+__noinline int carry_tail(__u64 start, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c || end < 24 || end > BUF_SIZE)
+		return 0;
+	__u64 at = end - 24;
+	c->carry[0] = load64(&c->buf[at]);
+	c->carry[1] = load64(&c->buf[at + 8]);
+	c->carry[2] = load64(&c->buf[at + 16]);
+	c->carry_len = carry_len_at(c, start, end);
+	return 0;
+}
+
+/* keep_tail sets the carry: the last bytes of buf[start..end) when a marker
+ * may begin in the last 19, which needs a 'B' in one of the (at most four:
+ * 19 bytes from offset 6 or 7 of a word) words holding them. */
+static __always_inline void keep_tail(struct scan_ctx *c, __u32 start, __u32 end)
+{
+	__u64 lw = (end - BT_CARRY_MAX) / 8;
+	bool maybe = false;
+	for (__u64 k = 0; k < 4; k++) {
+		__u64 wi = lw + k;
+		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
+			break;
+		if (has_b(c->words[wi]))
+			maybe = true;
+	}
+	c->carry_len = 0;
+	if (maybe)
+		carry_tail(start, end);
+}
+
 /*
  * scan_segment copies len bytes of user memory behind the carried bytes and
  * scans them. A global function, verified once. Returns -1 when the user
@@ -421,63 +592,60 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 		return -1;
 	if (len == 0 || len > SCAN_CHUNK)
 		return 0;
-
-	*(__u64 *)&c->buf[HEAD - 24] = c->carry[0];
-	*(__u64 *)&c->buf[HEAD - 16] = c->carry[1];
-	*(__u64 *)&c->buf[HEAD - 8] = c->carry[2];
-	if (bpf_probe_read_user(&c->buf[HEAD], len, (void *)uptr) < 0) {
-		c->carry_len = 0;
+	long start = stage(c, uptr, len);
+	if (start < 0)
 		return -1;
-	}
-
-	__u32 cl = c->carry_len;
-	if (cl > BT_CARRY_MAX)
-		cl = BT_CARRY_MAX;
-	__u32 start = HEAD - cl;
 	__u32 end = HEAD + len;
-
 	/* Words at start, start + STRIDE, ...: a marker within [start, end)
-	 * holds one of them. Whole blocks first, then the tail. */
+	 * holds one of them. Whole blocks first, then the tail. A small
+	 * chunk's blocks are scanned here, not in scan_words: on kernels with
+	 * return-thunk and retpoline mitigations every BPF-to-BPF call and
+	 * return costs tens of ns, as much as the scan of a few hundred bytes. */
 	__u64 o = start;
-	for (__u32 i = 0; i < NSUB; i++) {
-		__u64 next = scan_words(o, start, end);
-		if (next == o)
-			break;
-		o = next;
+	if (len <= SMALL) {
+		o = scan_blocks(c, o, start, end, SMALL_BLOCKS);
+	} else {
+		for (__u32 i = 0; i < NSUB; i++) {
+			__u64 next = scan_words(o, start, end);
+			if (next == o)
+				break;
+			o = next;
+		}
 	}
-	check_block(o, start, end);
+	scan_tail(c, o, start, end);
+	keep_tail(c, start, end);
+	return 0;
+}
 
-	/* Keep the last 24 bytes when a marker may begin in the last 19: only
-	 * if one of the (at most four: 19 bytes from offset 6 or 7 of a word)
-	 * words holding them has a 'B'. */
-	__u64 lw = (end - BT_CARRY_MAX) / 8;
-	bool maybe = false;
-	for (__u64 k = 0; k < 4; k++) {
-		__u64 wi = lw + k;
-		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
-			break;
-		if (has_b(c->words[wi]))
-			maybe = true;
+/* next_msg moves the walk of a recvmmsg/sendmmsg to its next mmsghdr entry:
+ * that message's iovec array and the bytes the kernel says it moved. Returns
+ * non-zero when there is none (always, for the other calls). */
+static __always_inline int next_msg(struct scan_ctx *c)
+{
+	struct bt_mmsghdr mh;
+	__u32 i = c->midx;
+	if (!c->mmsg || i >= c->mcnt || i >= MAX_MMSG)
+		return 1;
+	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)(c->mmsg + (__u64)i * sizeof(mh)))) {
+		c->fault = 1;
+		return 1;
 	}
-	c->carry_len = 0;
-	if (maybe) {
-		__u64 at = end - 24;
-		if (at > BUF_SIZE - 24)
-			return 0;
-		c->carry[0] = load64(&c->buf[at]);
-		c->carry[1] = load64(&c->buf[at + 8]);
-		c->carry[2] = load64(&c->buf[at + 16]);
-		c->carry_len = carry_len_at(c, start, end);
-	}
+	c->midx = i + 1;
+	c->iov = mh.hdr.msg_iov;
+	c->iovcnt = mh.hdr.msg_iovlen;
+	c->iov_idx = 0;
+	c->batch_at = 0;
+	c->batch_len = 0;
+	c->msg_left = mh.msg_len;
 	return 0;
 }
 
 /*
  * scan_step advances the walk over a call's buffers by one step: it either
- * fetches the next iovec entry or scans the next chunk. Returns non-zero when
- * the walk is over. A global function keeping its state in the per-CPU
- * context, so that the verifier checks one step, not every path through
- * MAX_STEPS of them.
+ * moves to the next mmsghdr entry, fetches the next iovec entry or scans the
+ * next chunk. Returns non-zero when the walk is over. A global function
+ * keeping its state in the per-CPU context, so that the verifier checks one
+ * step, not every path through MAX_STEPS of them.
  */
 __noinline int scan_step(void)
 {
@@ -485,6 +653,8 @@ __noinline int scan_step(void)
 	if (!c || c->remaining == 0)
 		return 1;
 	if (c->left == 0) {
+		if (c->msg_left == 0)
+			return next_msg(c);
 		/* Next iovec entry, from a batch read IOV_BATCH at a time. */
 		__u32 idx = c->iov_idx;
 		if (!c->iov || idx >= c->iovcnt || idx >= MAX_IOV)
@@ -504,7 +674,8 @@ __noinline int scan_step(void)
 		struct bt_iovec *iov = &c->iovs[(idx - c->batch_at) & (IOV_BATCH - 1)];
 		c->iov_idx = idx + 1;
 		c->ptr = iov->iov_base;
-		c->left = iov->iov_len < c->remaining ? iov->iov_len : c->remaining;
+		__u32 lim = c->msg_left < c->remaining ? c->msg_left : c->remaining;
+		c->left = iov->iov_len < lim ? iov->iov_len : lim;
 		if (c->left == 0)
 			return 0;
 	}
@@ -516,21 +687,11 @@ __noinline int scan_step(void)
 	}
 	c->ptr += n;
 	c->left -= n;
+	c->msg_left -= n;
 	c->remaining -= n;
 	c->done += n;
 	return 0;
 }
-
-/* One traced call of the target: account it and scan its bytes. */
-/* What the entry programs read from the socket, each the cheapest way its
- * hook allows: direct loads through the BTF pointer of tp_btf, probe reads
- * in the raw_tp fallback. */
-struct sockinfo {
-	struct sock *sk;
-	__u32 seq_end;
-	__u16 lport;
-	__u16 rport;
-};
 
 static long loop_step(__u64 i, void *unused)
 {
@@ -560,20 +721,21 @@ static __always_inline __u32 size_class(__u32 n)
 	return r + (n >> 1);
 }
 
-/* start_call fills the header of the call's first event. */
-static __always_inline void start_call(struct scan_ctx *c, struct sockinfo *si, __u32 dir, __u32 call,
+/*
+ * start_call fills what the header of the call's first event takes from the
+ * call; fill_header the rest, at the first marker. The clock is read here
+ * only for calls of more than EAGER_TS bytes: a smaller call is stamped when
+ * its scan reaches its first marker, at most the scan of EAGER_TS bytes
+ * (~0.1 µs) later, and one without a marker not at all. A read's time is
+ * taken when its scan ends in either case.
+ */
+static __always_inline void start_call(struct scan_ctx *c, struct sock *sk, __u32 dir, __u32 call,
 				       __u32 total)
 {
 	struct bt_event *e = &c->ev[0];
-	e->ts_ns = bpf_ktime_get_ns();
-	e->sock = (__u64)si->sk;
-	__u64 id = bpf_get_current_pid_tgid();
-	e->pid = id >> 32;
-	e->tid = (__u32)id;
+	e->ts_ns = total > EAGER_TS ? bpf_ktime_get_ns() : 0;
+	e->sock = (__u64)sk;
 	e->bytes = total;
-	e->seq_end = si->seq_end;
-	e->lport = si->lport;
-	e->rport = si->rport;
 	e->dir = dir;
 	e->call = call;
 	e->flags = 0;
@@ -582,55 +744,43 @@ static __always_inline void start_call(struct scan_ctx *c, struct sockinfo *si, 
 	c->found = 0;
 }
 
-/*
- * scan_call accounts one traced call of the target and scans its bytes. loop:
- * walk under bpf_loop (a constant per program: the other walk is compiled
- * out, so a kernel without bpf_loop never sees the helper).
- */
-static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call, __u64 uptr,
-				     __u64 iovcnt, bool vec, __u32 total, bool loop)
+/* How scan_call finds a call's bytes. */
+enum walk_kind {
+	WALK_BUF,  /* one buffer at uptr */
+	WALK_IOV,  /* an iovec array at uptr, n entries */
+	WALK_MMSG, /* an mmsghdr array at uptr, n entries */
+};
+
+/* walk scans the call's bytes: remaining of them, from the buffers uptr
+ * and n say (see walk_kind). */
+static __always_inline void walk(struct scan_ctx *c, __u64 uptr, __u64 n, enum walk_kind kind, bool loop)
 {
-	struct scan_ctx *c = get_ctx();
-	struct bt_stats *st = get_stats();
-	if (!c || !st)
-		return 0;
-	dir &= 1;
-	st->calls[dir] += 1;
-	st->bytes[dir] += total;
-	if (call == BT_CALL_OTHER) {
-		st->other_calls[dir] += 1;
-		st->other_bytes[dir] += total;
-		return 0;
-	}
-
-	struct carry_key key = { .sock = (__u64)si->sk, .dir = dir };
-	struct carry_val *cv = bpf_map_lookup_elem(&carries, &key);
-	if (cv) {
-		c->carry[0] = cv->bytes[0];
-		c->carry[1] = cv->bytes[1];
-		c->carry[2] = cv->bytes[2];
-		c->carry_len = cv->len;
-	} else {
-		c->carry_len = 0;
-	}
-	start_call(c, si, dir, call, total);
-
-	__u32 remaining = total < scan_limit ? total : scan_limit;
-	__u32 skipped = total - remaining;
-	c->iov = vec ? uptr : 0;
-	c->iovcnt = vec ? iovcnt : 0;
-	c->ptr = uptr;
-	c->left = vec ? 0 : remaining;
-	c->remaining = remaining;
+	__u32 remaining = c->remaining;
+	c->fault = 0;
 	c->done = 0;
+	c->seg_base = 0;
+	if (kind == WALK_BUF && remaining <= SCAN_CHUNK) {
+		/* One chunk: most calls, spared the walk's steps and state. */
+		if (scan_segment(uptr, remaining) < 0) {
+			c->fault = 1;
+		} else {
+			c->done = remaining;
+			c->remaining = 0;
+		}
+		return;
+	}
+	c->iov = kind == WALK_IOV ? uptr : 0;
+	c->iovcnt = kind == WALK_IOV ? n : 0;
+	c->mmsg = kind == WALK_MMSG ? uptr : 0;
+	c->mcnt = kind == WALK_MMSG ? n : 0;
+	c->midx = 0;
+	c->ptr = uptr;
+	c->left = kind == WALK_BUF ? remaining : 0;
+	c->msg_left = kind == WALK_MMSG ? 0 : remaining;
 	c->iov_idx = 0;
 	c->batch_at = 0;
 	c->batch_len = 0;
-	c->fault = 0;
-	if (!vec && remaining <= SCAN_CHUNK) {
-		/* One chunk, one step: most calls, spared bpf_loop's setup. */
-		scan_step();
-	} else if (loop) {
+	if (loop) {
 		bpf_loop(LOOP_STEPS, loop_step, NULL, 0);
 	} else {
 		for (int step = 0; step < MAX_STEPS; step++) {
@@ -638,10 +788,75 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 				break;
 		}
 	}
-	remaining = c->remaining;
+}
+
+/*
+ * The per-socket carry. On the sock path it lives in the socket's own
+ * storage: no hash of the socket pointer and no lookup in a shared map per
+ * call (bpf_sk_storage_get, for tracing programs since Linux 5.11, needs the
+ * BTF socket pointer the sock path's tp_btf programs have). Everywhere else
+ * (the raw_tp syscalls path, and the recvmmsg/sendmmsg tracepoints, which
+ * resolve the socket from its fd) it lives in the LRU map carries. An mmsg
+ * call on the sock path hands the socket's carry over to that map and marks
+ * it there (carry_val.lru); the socket's next call takes it back.
+ */
+static __always_inline struct carry_val *find_carry(struct sock *sk, __u32 dir, bool btf, struct carry_key *key)
+{
+	if (!btf)
+		return bpf_map_lookup_elem(&carries, key);
+	/* A socket with no storage at all (most: a carry is kept only for a
+	 * call whose last bytes may begin a marker) is told by a plain load. */
+	if (!((struct sock___storage *)sk)->sk_bpf_storage)
+		return 0;
+	struct carry_pair *cp = bpf_sk_storage_get(&sk_carries, sk, 0, 0);
+	if (!cp)
+		return 0;
+	struct carry_val *cv = &cp->v[dir & 1];
+	if (cv->lru) {
+		struct carry_val *lv = bpf_map_lookup_elem(&carries, key);
+		cv->len = 0;
+		if (lv) {
+			*cv = *lv;
+			bpf_map_delete_elem(&carries, key);
+		}
+		cv->lru = 0;
+	}
+	return cv;
+}
+
+/* keep_carry stores the call's carry for the socket's next call, or clears
+ * the one it had; a carry that finds no room is counted. */
+static __always_inline void keep_carry(struct scan_ctx *c, struct bt_stats *st, struct sock *sk, bool btf,
+				       struct carry_key *key, struct carry_val *cv)
+{
+	struct carry_val nv = {
+		.bytes = { c->carry[0], c->carry[1], c->carry[2] },
+		.len = c->carry_len,
+	};
+	if (btf) {
+		if (!cv && nv.len) {
+			struct carry_pair *cp = bpf_sk_storage_get(&sk_carries, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+			cv = cp ? &cp->v[key->dir & 1] : 0;
+		}
+		if (cv)
+			*cv = nv;
+		else if (nv.len)
+			st->carry_lost += 1;
+	} else if (nv.len) {
+		if (bpf_map_update_elem(&carries, key, &nv, BPF_ANY))
+			st->carry_lost += 1;
+	} else if (cv) {
+		bpf_map_delete_elem(&carries, key);
+	}
+}
+
+/* account counts the call's bytes scanned and not, per direction and size
+ * class; a gap in the stream drops the carried prefix. */
+static __always_inline void account(struct scan_ctx *c, struct bt_stats *st, __u32 dir, __u32 total, __u32 skipped)
+{
+	__u32 remaining = c->remaining;
 	__u32 done = c->done;
 	bool fault = c->fault;
-
 	st->scanned[dir] += done;
 	__u32 k = size_class(total) & (BT_SIZE_CLASSES - 1);
 	st->class_calls[dir][k] += 1;
@@ -662,18 +877,47 @@ static __always_inline int scan_call(struct sockinfo *si, __u32 dir, __u32 call,
 		c->ev[0].flags |= BT_EV_TRUNCATED;
 		c->carry_len = 0;
 	}
+}
+
+/*
+ * scan_call accounts one traced call of the target and scans its bytes.
+ * loop: walk under bpf_loop (a constant per program: the other walk is
+ * compiled out, so a kernel without bpf_loop never sees the helper). btf:
+ * sk is the BTF pointer of the sock path (see find_carry).
+ */
+static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u64 uptr, __u64 n,
+				     enum walk_kind kind, __u32 total, bool loop, bool btf)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	dir &= 1;
+	st->calls[dir] += 1;
+	st->bytes[dir] += total;
+	if (call == BT_CALL_OTHER) {
+		st->other_calls[dir] += 1;
+		st->other_bytes[dir] += total;
+		return 0;
+	}
+
+	struct carry_key key = { .sock = (__u64)sk, .dir = dir };
+	struct carry_val *cv = find_carry(sk, dir, btf, &key);
+	c->carry_len = 0;
+	if (cv && cv->len) {
+		c->carry[0] = cv->bytes[0];
+		c->carry[1] = cv->bytes[1];
+		c->carry[2] = cv->bytes[2];
+		c->carry_len = cv->len;
+	}
+	start_call(c, sk, dir, call, total);
+	c->remaining = total < scan_limit ? total : scan_limit;
+	walk(c, uptr, n, kind, loop);
+	account(c, st, dir, total, total - (total < scan_limit ? total : scan_limit));
 	if (c->found)
 		flush_events(c, st, false);
-
-	if (c->carry_len) {
-		struct carry_val nv = {
-			.bytes = { c->carry[0], c->carry[1], c->carry[2] },
-			.len = c->carry_len,
-		};
-		bpf_map_update_elem(&carries, &key, &nv, BPF_ANY);
-	} else if (cv) {
-		bpf_map_delete_elem(&carries, &key);
-	}
+	if (c->carry_len || (cv && cv->len))
+		keep_carry(c, st, sk, btf, &key, cv);
 	return 0;
 }
 
@@ -687,12 +931,12 @@ static __always_inline bool is_tcp_read(struct sock *sk)
 }
 
 /* classify maps a system call to what the probe can scan. */
-static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2, __u64 *uptr,
-				      __u64 *iovcnt, bool *vec)
+static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2, __u64 *uptr, __u64 *n,
+				      enum walk_kind *kind)
 {
 	*uptr = arg1;
-	*iovcnt = 0;
-	*vec = false;
+	*n = 0;
+	*kind = WALK_BUF;
 	if (dir == BT_DIR_IN) {
 		switch (nr) {
 		case NR_read:
@@ -701,8 +945,8 @@ static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2
 			return BT_CALL_RECVFROM;
 		case NR_readv:
 		case NR_preadv2:
-			*iovcnt = arg2;
-			*vec = true;
+			*n = arg2;
+			*kind = WALK_IOV;
 			return BT_CALL_READV;
 		case NR_recvmsg:
 			break;
@@ -717,8 +961,8 @@ static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2
 			return BT_CALL_SENDTO;
 		case NR_writev:
 		case NR_pwritev2:
-			*iovcnt = arg2;
-			*vec = true;
+			*n = arg2;
+			*kind = WALK_IOV;
 			return BT_CALL_WRITEV;
 		case NR_sendmsg:
 			break;
@@ -731,8 +975,8 @@ static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2
 	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)arg1))
 		return BT_CALL_OTHER;
 	*uptr = mh.msg_iov;
-	*iovcnt = mh.msg_iovlen;
-	*vec = true;
+	*n = mh.msg_iovlen;
+	*kind = WALK_IOV;
 	return dir == BT_DIR_IN ? BT_CALL_RECVMSG : BT_CALL_SENDMSG;
 }
 
@@ -754,61 +998,7 @@ static __always_inline bool is_target(void)
 	return (bpf_get_current_pid_tgid() >> 32) == targ_tgid;
 }
 
-/* ---- path "sock": tp_btf on the socket length tracepoints (Linux 6.3+) ---- */
-
-static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int flags)
-{
-	if (ret <= 0)
-		return 0;
-	__u16 family = sk->__sk_common.skc_family;
-	if ((family != AF_INET && family != AF_INET6) || sk->sk_protocol != IPPROTO_TCP ||
-	    sk->sk_type != SOCK_STREAM)
-		return 0;
-	if (skip_read(dir, flags))
-		return 0;
-	struct task_struct *task = bpf_get_current_task_btf();
-	long nr = -1;
-	__u64 a1 = 0, a2 = 0;
-	if (!(task->flags & (PF_KTHREAD | PF_IO_WORKER))) {
-		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		nr = regs->orig_ax;
-		a1 = regs->si;
-		a2 = regs->dx;
-	}
-	__u64 uptr, iovcnt;
-	bool vec;
-	__u32 call = classify(dir, nr, a1, a2, &uptr, &iovcnt, &vec);
-	/* The verifier knows sk as struct sock; this cast gives it tcp_sock. */
-	struct tcp_sock *tp = bpf_skc_to_tcp_sock(sk);
-	if (!tp)
-		return 0;
-	struct sockinfo si = {
-		.sk = sk,
-		.seq_end = dir == BT_DIR_IN ? tp->copied_seq : tp->write_seq,
-		.lport = sk->__sk_common.skc_num,
-		.rport = bpf_ntohs(sk->__sk_common.skc_dport),
-	};
-	/* Linux 6.3+ (the sock tracepoints) always has bpf_loop (5.17). */
-	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret, true);
-}
-
-SEC("tp_btf/sock_recv_length")
-int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
-{
-	if (!is_target())
-		return 0;
-	return on_sock_io(sk, BT_DIR_IN, ret, flags);
-}
-
-SEC("tp_btf/sock_send_length")
-int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
-{
-	if (!is_target())
-		return 0;
-	return on_sock_io(sk, BT_DIR_OUT, ret, flags);
-}
-
-/* ---- path "syscalls": raw_tp on sys_exit, for kernels before 6.3 ---- */
+/* ---- recvmmsg/sendmmsg, on either path ---- */
 
 static __always_inline struct sock *sock_of_fd(int fd)
 {
@@ -826,6 +1016,133 @@ static __always_inline struct sock *sock_of_fd(int fd)
 	struct socket *so = BPF_CORE_READ(f, private_data);
 	return BPF_CORE_READ(so, sk);
 }
+
+/*
+ * mmsg_total sums msg_len over the first n entries of the user's mmsghdr
+ * array: the bytes the call moved (its result is a count of messages). A
+ * global function, verified once. An entry that cannot be read counts as 0
+ * bytes, and the walk then counts the call's rest as faulted.
+ */
+__noinline __u32 mmsg_total(__u64 arr, __u32 n)
+{
+	__u32 total = 0;
+	for (__u32 i = 0; i < MAX_MMSG; i++) {
+		__u32 len = 0;
+		if (i >= n)
+			break;
+		bpf_probe_read_user(&len, sizeof(len),
+				    (void *)(arr + (__u64)i * sizeof(struct bt_mmsghdr) +
+					     __builtin_offsetof(struct bt_mmsghdr, msg_len)));
+		total += len;
+	}
+	return total;
+}
+
+/* on_mmsg scans a recvmmsg/sendmmsg of ret messages on fd, from the system
+ * call's exit: the entries' msg_len are set only then. */
+static __always_inline int on_mmsg(int fd, __u64 arr, long ret, int flags, __u32 dir, bool loop)
+{
+	struct sock *sk = sock_of_fd(fd);
+	if (!sk || !is_tcp_read(sk) || skip_read(dir, flags))
+		return 0;
+	__u32 n = ret < MAX_MMSG ? ret : MAX_MMSG;
+	__u32 call = dir == BT_DIR_IN ? BT_CALL_RECVMMSG : BT_CALL_SENDMMSG;
+	return scan_call(sk, dir, call, arr, n, WALK_MMSG, mmsg_total(arr, n), loop, false);
+}
+
+/* ---- path "sock": tp_btf on the socket length tracepoints (Linux 6.3+) ---- */
+
+/* lend_carry hands the socket's carry to the LRU map for an mmsg call,
+ * which its per-syscall tracepoint scans at the call's exit. */
+static __always_inline void lend_carry(struct sock *sk, __u32 dir)
+{
+	struct carry_pair *cp = bpf_sk_storage_get(&sk_carries, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	if (!cp)
+		return;
+	struct carry_val *cv = &cp->v[dir & 1];
+	if (cv->len) {
+		struct carry_key key = { .sock = (__u64)sk, .dir = dir };
+		struct carry_val nv = *cv;
+		nv.lru = 0;
+		if (bpf_map_update_elem(&carries, &key, &nv, BPF_ANY)) {
+			struct bt_stats *st = get_stats();
+			if (st)
+				st->carry_lost += 1;
+		}
+		cv->len = 0;
+	}
+	cv->lru = 1;
+}
+
+/* on_sock_io: the task, needed for the call's registers anyway, also says
+ * whether it is the target's, with one helper call instead of two. */
+static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int flags)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->tgid != targ_tgid || ret <= 0)
+		return 0;
+	__u16 family = sk->__sk_common.skc_family;
+	if ((family != AF_INET && family != AF_INET6) || sk->sk_protocol != IPPROTO_TCP ||
+	    sk->sk_type != SOCK_STREAM)
+		return 0;
+	long nr = -1;
+	__u64 a1 = 0, a2 = 0;
+	if (!(task->flags & (PF_KTHREAD | PF_IO_WORKER))) {
+		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+		nr = regs->orig_ax;
+		a1 = regs->si;
+		a2 = regs->dx;
+	}
+	if (nr == NR_recvmmsg || nr == NR_sendmmsg) {
+		/* Counted and scanned at the system call's exit (on_mmsg). */
+		lend_carry(sk, dir);
+		return 0;
+	}
+	if (skip_read(dir, flags))
+		return 0;
+	__u64 uptr, n;
+	enum walk_kind kind;
+	__u32 call = classify(dir, nr, a1, a2, &uptr, &n, &kind);
+	/* Linux 6.3+ (the sock tracepoints) always has bpf_loop (5.17). */
+	return scan_call(sk, dir, call, uptr, n, kind, ret, true, true);
+}
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(sock_recv, struct sock *sk, int ret, int flags)
+{
+	return on_sock_io(sk, BT_DIR_IN, ret, flags);
+}
+
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(sock_send, struct sock *sk, int ret, int flags)
+{
+	return on_sock_io(sk, BT_DIR_OUT, ret, flags);
+}
+
+/* The sock path's mmsg programs: perf tracepoints on the two system calls'
+ * exits, so that only those calls pay. Linux 6.3+ (the sock path) has
+ * bpf_task_pt_regs (5.15) for the call's arguments. */
+static __always_inline int on_mmsg_exit(struct bt_sys_exit_ctx *ctx, __u32 dir)
+{
+	if (!is_target() || ctx->ret <= 0)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return on_mmsg(regs->di, regs->si, ctx->ret, regs->r10, dir, true);
+}
+
+SEC("tracepoint/syscalls/sys_exit_recvmmsg")
+int sys_exit_recvmmsg(struct bt_sys_exit_ctx *ctx)
+{
+	return on_mmsg_exit(ctx, BT_DIR_IN);
+}
+
+SEC("tracepoint/syscalls/sys_exit_sendmmsg")
+int sys_exit_sendmmsg(struct bt_sys_exit_ctx *ctx)
+{
+	return on_mmsg_exit(ctx, BT_DIR_OUT);
+}
+
+/* ---- path "syscalls": raw_tp on sys_exit, for kernels before 6.3 ---- */
 
 static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 {
@@ -852,6 +1169,11 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 		dir = BT_DIR_IN;
 		flags = BPF_CORE_READ(regs, dx);
 		break;
+	case NR_recvmmsg:
+		return on_mmsg(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si), ret, BPF_CORE_READ(regs, r10),
+			       BT_DIR_IN, loop);
+	case NR_sendmmsg:
+		return on_mmsg(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si), ret, 0, BT_DIR_OUT, loop);
 	case NR_write:
 	case NR_writev:
 	case NR_pwritev2:
@@ -867,17 +1189,10 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 		return 0;
 	if (skip_read(dir, flags))
 		return 0;
-	__u64 uptr, iovcnt;
-	bool vec;
-	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &iovcnt, &vec);
-	struct tcp_sock *tp = (struct tcp_sock *)sk;
-	struct sockinfo si = {
-		.sk = sk,
-		.seq_end = dir == BT_DIR_IN ? BPF_CORE_READ(tp, copied_seq) : BPF_CORE_READ(tp, write_seq),
-		.lport = BPF_CORE_READ(sk, __sk_common.skc_num),
-		.rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport)),
-	};
-	return scan_call(&si, dir, call, uptr, iovcnt, vec, ret, loop);
+	__u64 uptr, n;
+	enum walk_kind kind;
+	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &n, &kind);
+	return scan_call(sk, dir, call, uptr, n, kind, ret, loop, false);
 }
 
 /* The loader picks one of these two: sys_exit where the kernel has bpf_loop
@@ -912,5 +1227,20 @@ int BPF_PROG(floor_sock_send, struct sock *sk, int ret, int flags)
 SEC("raw_tp/sys_exit")
 int floor_sys_exit(__u64 *ctx)
 {
+	return 0;
+}
+
+/* The floor of any scan on the sock path: the target's task, the call's
+ * registers and one 8-byte read of its buffer. bpf_probe_read_user has a
+ * fixed cost (user-copy hardening, Spectre barriers) that no scan avoids. */
+SEC("tp_btf/sock_send_length")
+int BPF_PROG(floor_read_send, struct sock *sk, int ret, int flags)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->tgid != targ_tgid || (task->flags & (PF_KTHREAD | PF_IO_WORKER)))
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u64 w;
+	bpf_probe_read_user(&w, sizeof(w), (void *)regs->si);
 	return 0;
 }

@@ -18,7 +18,7 @@ enum bt_dir {
 
 /* Which system call moved the bytes. */
 enum bt_call {
-	BT_CALL_OTHER = 0, /* not scannable: sendfile, splice, io_uring, mmsg... */
+	BT_CALL_OTHER = 0, /* not scannable: sendfile, splice, io_uring... */
 	BT_CALL_READ,
 	BT_CALL_WRITE,
 	BT_CALL_READV,
@@ -27,6 +27,8 @@ enum bt_call {
 	BT_CALL_SENDTO,
 	BT_CALL_RECVMSG,
 	BT_CALL_SENDMSG,
+	BT_CALL_RECVMMSG,
+	BT_CALL_SENDMMSG,
 };
 
 enum bt_event_flags {
@@ -78,13 +80,14 @@ struct bt_stats {
 	__u64 scanned[2];        /* bytes scanned for markers */
 	__u64 unscanned[2];      /* bytes not scanned: beyond the scan limit or step budget */
 	__u64 fault_bytes[2];    /* bytes whose user memory could not be read */
-	__u64 other_calls[2];    /* calls that cannot be scanned (sendfile, io_uring, mmsg...) */
+	__u64 other_calls[2];    /* calls that cannot be scanned (sendfile, splice, io_uring...) */
 	__u64 other_bytes[2];    /* bytes those calls moved */
 	__u64 markers[2];        /* markers found */
 	__u64 peeks;             /* MSG_PEEK reads, not scanned (the data is read again) */
 	__u64 events;            /* events written to the ring buffer */
 	__u64 dropped_events;    /* events lost: ring buffer full */
 	__u64 dropped_markers;   /* markers in those events */
+	__u64 carry_lost;        /* a split marker's first bytes not kept for the next call: no memory */
 	/* Per direction and size class of the call (log2 of its bytes): the
 	 * calls, and the bytes scanned, not scanned (limit, budget or fault)
 	 * and markers found, from which user space estimates markers missed. */

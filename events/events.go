@@ -23,7 +23,7 @@ type Call uint8
 
 // The values match enum bt_call in bpf/sockio.h.
 const (
-	CallOther Call = iota // not scannable: sendfile, splice, io_uring, mmsg…
+	CallOther Call = iota // not scannable: sendfile, splice, io_uring…
 	CallRead
 	CallWrite
 	CallReadv
@@ -32,9 +32,11 @@ const (
 	CallSendto
 	CallRecvmsg
 	CallSendmsg
+	CallRecvmmsg
+	CallSendmmsg
 )
 
-var callNames = [...]string{"other", "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg"}
+var callNames = [...]string{"other", "read", "write", "readv", "writev", "recvfrom", "sendto", "recvmsg", "sendmsg", "recvmmsg", "sendmmsg"}
 
 func (c Call) String() string {
 	if int(c) < len(callNames) {
@@ -71,7 +73,9 @@ type IO struct {
 	// ScanNs is how long the probe scanned the call's bytes before this
 	// event was sent: a read's bytes were handed over at Time − ScanNs, a
 	// write's scan ended at Time + ScanNs. A call with more than 256
-	// markers sends its first events before its scan ends.
+	// markers sends its first events before its scan ends. A call of at
+	// most 1 KiB is timed from when its scan reached its first marker,
+	// not from the hook (bpf/sockio.bpf.c, start_call).
 	ScanNs int64
 	PID    uint32
 	TID    uint32

@@ -19,18 +19,30 @@ type Hook struct {
 	// BTF attaches the program as tp_btf (its attach target is in its
 	// section name); otherwise as a raw tracepoint by name.
 	BTF bool
+	// Group, when set, attaches the program as a perf tracepoint of that
+	// group ("syscalls" for sys_exit_recvmmsg): the per-system-call
+	// tracepoints exist only in that form, and they run only for their one
+	// system call, where raw_tp/sys_exit runs for every call.
+	Group string
 }
 
-// String names the hook as meta.json lists it: "tp_btf/sock_recv_length".
+// String names the hook as meta.json lists it: "tp_btf/sock_recv_length",
+// "tracepoint/syscalls/sys_exit_recvmmsg".
 func (h Hook) String() string {
-	if h.BTF {
+	switch {
+	case h.Group != "":
+		return "tracepoint/" + h.Group + "/" + h.Tracepoint
+	case h.BTF:
 		return "tp_btf/" + h.Tracepoint
 	}
 	return "raw_tp/" + h.Tracepoint
 }
 
 func (h Hook) attach(p *ebpf.Program) (link.Link, error) {
-	if h.BTF {
+	switch {
+	case h.Group != "":
+		return link.Tracepoint(h.Group, h.Tracepoint, p, nil)
+	case h.BTF:
 		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
 	}
 	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Tracepoint, Program: p})

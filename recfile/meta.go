@@ -112,6 +112,7 @@ type SocketCounters struct {
 	Events         uint64    `json:"events"`          // events written to the ring buffer
 	DroppedEvents  uint64    `json:"dropped"`         // events lost because the ring buffer was full
 	DroppedMarkers uint64    `json:"dropped_markers"` // markers in those events
+	CarryLost      uint64    `json:"carry_lost"`      // split markers' first bytes not kept: no memory
 	Missed         uint64    `json:"missed"`          // program runs the kernel skipped (recursion on a CPU)
 	// MissedMarkersEst estimates the markers in the bytes not scanned
 	// (unscanned and faulted), summed over SizeClasses.

@@ -33,14 +33,22 @@ var floorHooks = map[Path][]probes.Hook{
 	PathSyscalls: {{Prog: sockioProgFloorSysExit, Tracepoint: "sys_exit"}},
 }
 
-// floor attaches the empty programs of a path and returns a detach func.
-func floor(b *testing.B, path Path) (progs []*ebpf.Program, detach func()) {
+// readFloorHooks: on the sock path, the least a scan of a write pays — the
+// call's registers and one 8-byte read of its buffer (floor_read_send).
+var readFloorHooks = []probes.Hook{{Prog: sockioProgFloorReadSend, Tracepoint: "sock_send_length", BTF: true}}
+
+// floor attaches the programs of hooks (the floor programs) and returns a
+// detach func.
+func floor(b *testing.B, path Path, hooks []probes.Hook) (progs []*ebpf.Program, detach func()) {
 	b.Helper()
 	spec, err := loadSockio()
 	if err != nil {
 		b.Fatal(err)
 	}
-	p, err := probes.Load(spec, probes.Object{Name: "floor", Path: string(path), Hooks: floorHooks[path]})
+	if err := probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(os.Getpid())}); err != nil {
+		b.Fatal(err)
+	}
+	p, err := probes.Load(spec, probes.Object{Name: "floor", Path: string(path), Hooks: hooks})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -128,7 +136,9 @@ func writeLoop(b *testing.B, buf []byte, progs []*ebpf.Program) {
 
 // BenchmarkSocketCall: the cost of one traced write(2) on a TCP socket.
 // "none" has no program; "floor" an empty program on the same hook;
-// "probe" the real probe with no marker and with one marker in the bytes.
+// "floor-read" one that only reads the call's first 8 bytes, the least a
+// scan pays; "probe" the real probe with no marker and with one marker in
+// the bytes.
 func BenchmarkSocketCall(b *testing.B) {
 	testutil.RequireRoot(b, "loads eBPF programs")
 	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
@@ -141,10 +151,17 @@ func BenchmarkSocketCall(b *testing.B) {
 		b.Run("none"+sz, func(b *testing.B) { writeLoop(b, payload(size, "text"), nil) })
 		for _, path := range paths {
 			b.Run(string(path)+"/floor"+sz, func(b *testing.B) {
-				progs, detach := floor(b, path)
+				progs, detach := floor(b, path, floorHooks[path])
 				defer detach()
 				writeLoop(b, payload(size, "text"), progs)
 			})
+			if path == PathSock {
+				b.Run(string(path)+"/floor-read"+sz, func(b *testing.B) {
+					progs, detach := floor(b, path, readFloorHooks)
+					defer detach()
+					writeLoop(b, payload(size, "text"), progs)
+				})
+			}
 			for _, kind := range []string{"text", "marker"} {
 				b.Run(string(path)+"/probe-"+kind+sz, func(b *testing.B) {
 					tr, err := Open(Options{PID: os.Getpid(), Path: path})
@@ -178,7 +195,7 @@ func BenchmarkScan(b *testing.B) {
 	for _, size := range []int{1 << 10, 64 << 10} {
 		sz := "/" + itoa(size) + "B"
 		b.Run("floor"+sz, func(b *testing.B) {
-			progs, detach := floor(b, PathSock)
+			progs, detach := floor(b, PathSock, floorHooks[PathSock])
 			defer detach()
 			writeLoop(b, payload(size, "text"), progs)
 		})

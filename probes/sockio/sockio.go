@@ -86,6 +86,10 @@ var hooks = map[Path][]probes.Hook{
 	PathSock: {
 		{Prog: sockioProgSockRecv, Tracepoint: "sock_recv_length", BTF: true},
 		{Prog: sockioProgSockSend, Tracepoint: "sock_send_length", BTF: true},
+		// recvmmsg/sendmmsg at their exits, where the messages' lengths
+		// are known; the sock tracepoints leave them to these.
+		{Prog: sockioProgSysExitRecvmmsg, Tracepoint: "sys_exit_recvmmsg", Group: "syscalls"},
+		{Prog: sockioProgSysExitSendmmsg, Tracepoint: "sys_exit_sendmmsg", Group: "syscalls"},
 	},
 	PathSyscalls: {{Prog: sockioProgSysExit, Tracepoint: "sys_exit"}},
 }
@@ -153,6 +157,11 @@ func open(opts Options, path Path) (*probes.Probe, Walk, error) {
 	}
 	if err != nil {
 		return nil, "", fmt.Errorf("sockio: %w", err)
+	}
+	if path != PathSock {
+		// Socket storage is the sock path's (its programs have BTF socket
+		// pointers); creating the map would fail on kernels before 5.2.
+		delete(spec.Maps, sockioMapSkCarries)
 	}
 	h := hooks[path]
 	if walk == WalkBounded {
@@ -245,6 +254,7 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.Events += c.Events
 		s.DroppedEvents += c.DroppedEvents
 		s.DroppedMarkers += c.DroppedMarkers
+		s.CarryLost += c.CarryLost
 	}
 	s.SizeClasses, s.MissedMarkersEst = sizeClasses(per, s)
 	s.Missed = t.Probe.Missed()

@@ -53,6 +53,7 @@ type sockioBtStats struct {
 	Events         uint64
 	DroppedEvents  uint64
 	DroppedMarkers uint64
+	CarryLost      uint64
 	ClassCalls     [2][32]uint64
 	ClassScanned   [2][32]uint64
 	ClassUnscanned [2][32]uint64
@@ -66,11 +67,16 @@ type sockioCarryKey struct {
 	Pad  uint32
 }
 
+type sockioCarryPair struct {
+	_ structs.HostLayout
+	V [2]sockioCarryVal
+}
+
 type sockioCarryVal struct {
 	_     structs.HostLayout
 	Bytes [3]uint64
 	Len   uint32
-	Pad   uint32
+	Lru   uint32
 }
 
 type sockioScanCtx struct {
@@ -85,12 +91,15 @@ type sockioScanCtx struct {
 	Iovcnt    uint64
 	Ptr       uint64
 	Left      uint64
+	Mmsg      uint64
+	Mcnt      uint32
+	Midx      uint32
+	MsgLeft   uint32
 	Remaining uint32
 	Done      uint32
 	IovIdx    uint32
 	BatchAt   uint32
 	BatchLen  uint32
-	_         [4]byte
 	Iovs      [16]struct {
 		_       structs.HostLayout
 		IovBase uint64
@@ -105,22 +114,26 @@ type sockioScanCtx struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	sockioMapCarries         = "carries"
-	sockioMapEvents          = "events"
-	sockioMapScratch         = "scratch"
-	sockioMapStats           = "stats"
-	sockioProgFloorSockRecv  = "floor_sock_recv"
-	sockioProgFloorSockSend  = "floor_sock_send"
-	sockioProgFloorSysExit   = "floor_sys_exit"
-	sockioProgSockRecv       = "sock_recv"
-	sockioProgSockSend       = "sock_send"
-	sockioProgSysExit        = "sys_exit"
-	sockioProgSysExitBounded = "sys_exit_bounded"
-	sockioVarScanLimit       = "scan_limit"
-	sockioVarTargTgid        = "targ_tgid"
-	sockioVarUnusedEvent     = "unused_event"
-	sockioVarUnusedStats     = "unused_stats"
-	sockioVarWakeupBytes     = "wakeup_bytes"
+	sockioMapCarries          = "carries"
+	sockioMapEvents           = "events"
+	sockioMapScratch          = "scratch"
+	sockioMapSkCarries        = "sk_carries"
+	sockioMapStats            = "stats"
+	sockioProgFloorReadSend   = "floor_read_send"
+	sockioProgFloorSockRecv   = "floor_sock_recv"
+	sockioProgFloorSockSend   = "floor_sock_send"
+	sockioProgFloorSysExit    = "floor_sys_exit"
+	sockioProgSockRecv        = "sock_recv"
+	sockioProgSockSend        = "sock_send"
+	sockioProgSysExit         = "sys_exit"
+	sockioProgSysExitBounded  = "sys_exit_bounded"
+	sockioProgSysExitRecvmmsg = "sys_exit_recvmmsg"
+	sockioProgSysExitSendmmsg = "sys_exit_sendmmsg"
+	sockioVarScanLimit        = "scan_limit"
+	sockioVarTargTgid         = "targ_tgid"
+	sockioVarUnusedEvent      = "unused_event"
+	sockioVarUnusedStats      = "unused_stats"
+	sockioVarWakeupBytes      = "wakeup_bytes"
 )
 
 // loadSockio returns the embedded CollectionSpec for sockio.
@@ -165,23 +178,27 @@ type sockioSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioProgramSpecs struct {
-	FloorSockRecv  *ebpf.ProgramSpec `ebpf:"floor_sock_recv"`
-	FloorSockSend  *ebpf.ProgramSpec `ebpf:"floor_sock_send"`
-	FloorSysExit   *ebpf.ProgramSpec `ebpf:"floor_sys_exit"`
-	SockRecv       *ebpf.ProgramSpec `ebpf:"sock_recv"`
-	SockSend       *ebpf.ProgramSpec `ebpf:"sock_send"`
-	SysExit        *ebpf.ProgramSpec `ebpf:"sys_exit"`
-	SysExitBounded *ebpf.ProgramSpec `ebpf:"sys_exit_bounded"`
+	FloorReadSend   *ebpf.ProgramSpec `ebpf:"floor_read_send"`
+	FloorSockRecv   *ebpf.ProgramSpec `ebpf:"floor_sock_recv"`
+	FloorSockSend   *ebpf.ProgramSpec `ebpf:"floor_sock_send"`
+	FloorSysExit    *ebpf.ProgramSpec `ebpf:"floor_sys_exit"`
+	SockRecv        *ebpf.ProgramSpec `ebpf:"sock_recv"`
+	SockSend        *ebpf.ProgramSpec `ebpf:"sock_send"`
+	SysExit         *ebpf.ProgramSpec `ebpf:"sys_exit"`
+	SysExitBounded  *ebpf.ProgramSpec `ebpf:"sys_exit_bounded"`
+	SysExitRecvmmsg *ebpf.ProgramSpec `ebpf:"sys_exit_recvmmsg"`
+	SysExitSendmmsg *ebpf.ProgramSpec `ebpf:"sys_exit_sendmmsg"`
 }
 
 // sockioMapSpecs contains maps before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioMapSpecs struct {
-	Carries *ebpf.MapSpec `ebpf:"carries"`
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
+	Carries   *ebpf.MapSpec `ebpf:"carries"`
+	Events    *ebpf.MapSpec `ebpf:"events"`
+	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
+	SkCarries *ebpf.MapSpec `ebpf:"sk_carries"`
+	Stats     *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // sockioVariableSpecs contains global variables before they are loaded into the kernel.
@@ -215,10 +232,11 @@ func (o *sockioObjects) Close() error {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioMaps struct {
-	Carries *ebpf.Map `ebpf:"carries"`
-	Events  *ebpf.Map `ebpf:"events"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
-	Stats   *ebpf.Map `ebpf:"stats"`
+	Carries   *ebpf.Map `ebpf:"carries"`
+	Events    *ebpf.Map `ebpf:"events"`
+	Scratch   *ebpf.Map `ebpf:"scratch"`
+	SkCarries *ebpf.Map `ebpf:"sk_carries"`
+	Stats     *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *sockioMaps) Close() error {
@@ -226,6 +244,7 @@ func (m *sockioMaps) Close() error {
 		m.Carries,
 		m.Events,
 		m.Scratch,
+		m.SkCarries,
 		m.Stats,
 	)
 }
@@ -245,17 +264,21 @@ type sockioVariables struct {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioPrograms struct {
-	FloorSockRecv  *ebpf.Program `ebpf:"floor_sock_recv"`
-	FloorSockSend  *ebpf.Program `ebpf:"floor_sock_send"`
-	FloorSysExit   *ebpf.Program `ebpf:"floor_sys_exit"`
-	SockRecv       *ebpf.Program `ebpf:"sock_recv"`
-	SockSend       *ebpf.Program `ebpf:"sock_send"`
-	SysExit        *ebpf.Program `ebpf:"sys_exit"`
-	SysExitBounded *ebpf.Program `ebpf:"sys_exit_bounded"`
+	FloorReadSend   *ebpf.Program `ebpf:"floor_read_send"`
+	FloorSockRecv   *ebpf.Program `ebpf:"floor_sock_recv"`
+	FloorSockSend   *ebpf.Program `ebpf:"floor_sock_send"`
+	FloorSysExit    *ebpf.Program `ebpf:"floor_sys_exit"`
+	SockRecv        *ebpf.Program `ebpf:"sock_recv"`
+	SockSend        *ebpf.Program `ebpf:"sock_send"`
+	SysExit         *ebpf.Program `ebpf:"sys_exit"`
+	SysExitBounded  *ebpf.Program `ebpf:"sys_exit_bounded"`
+	SysExitRecvmmsg *ebpf.Program `ebpf:"sys_exit_recvmmsg"`
+	SysExitSendmmsg *ebpf.Program `ebpf:"sys_exit_sendmmsg"`
 }
 
 func (p *sockioPrograms) Close() error {
 	return _SockioClose(
+		p.FloorReadSend,
 		p.FloorSockRecv,
 		p.FloorSockSend,
 		p.FloorSysExit,
@@ -263,6 +286,8 @@ func (p *sockioPrograms) Close() error {
 		p.SockSend,
 		p.SysExit,
 		p.SysExitBounded,
+		p.SysExitRecvmmsg,
+		p.SysExitSendmmsg,
 	)
 }
 
