@@ -89,7 +89,7 @@ func (s *Source) meta() *CaptureMeta {
 // summary is the source's headline: packets and bytes per message each
 // way; empty without messages both ways.
 func (r *Result) summary(tl *source.Timeline) string {
-	in, out := len(tl.In), len(tl.Out)
+	in, out := tl.Ins(), tl.Outs()
 	if in == 0 || out == 0 {
 		return ""
 	}

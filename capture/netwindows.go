@@ -30,6 +30,7 @@ func (s *Source) Sample(now int64) {
 		return
 	}
 	s.windows = append(s.windows, window{end: now, snap: snap})
+	s.env.Timeline.Mark(now)
 }
 
 // writeNet writes net.csv: one row per window. The first window starts
@@ -40,7 +41,7 @@ func (s *Source) writeNet(tl *source.Timeline) (outside, rows int, err error) {
 	if err := recfile.WriteTable(s.env.Out, recfile.NetFile, net); err != nil {
 		return 0, 0, fmt.Errorf("cannot write %s: %w", filepath.Join(s.env.Out, recfile.NetFile), err)
 	}
-	return len(tl.Out) - inside, len(net), nil
+	return tl.Outs() - inside, len(net), nil
 }
 
 // netRows are net.csv's rows, and how many message copies left inside
@@ -53,11 +54,7 @@ func (s *Source) netRows(tl *source.Timeline) (rows []recfile.NetRow, inside int
 		wins = append(wins, window{end: r.End})
 	}
 	wins[len(wins)-1].snap = final
-	start := min(s.env.Start, s.first.At)
-	if start == 0 {
-		start = s.first.At
-	}
-
+	start := s.netStart()
 	prev := s.first
 	prev.In, prev.Out = Counts{}, Counts{} // the capture counts from zero
 	from := start
@@ -76,6 +73,15 @@ func (s *Source) netRows(tl *source.Timeline) (rows []recfile.NetRow, inside int
 		prev, from = cur, win.end
 	}
 	return rows, inside
+}
+
+// netStart is when net.csv's first window starts: when the recording
+// started, or the capture if earlier.
+func (s *Source) netStart() int64 {
+	if start := min(s.env.Start, s.first.At); start != 0 {
+		return start
+	}
+	return s.first.At
 }
 
 // ratio is n/msgs, NaN (an empty field) without messages.

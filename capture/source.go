@@ -94,6 +94,9 @@ func (s *Source) Start(env *source.Env) error {
 	defer s.mu.Unlock()
 	s.env, s.broker, s.why, s.capt = env, b, why, c
 	s.first = c.Snapshot()
+	// net.csv's first window starts here, and the last ends when the
+	// capture stops (Drain) if no Sample came.
+	env.Timeline.Mark(s.netStart())
 	return nil
 }
 
@@ -115,6 +118,9 @@ func (s *Source) Drain() error {
 	}
 	var err error
 	s.result, err = s.capt.Stop()
+	if s.result != nil {
+		s.env.Timeline.Mark(s.result.End)
+	}
 	return err
 }
 

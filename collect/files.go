@@ -128,8 +128,8 @@ func (s *Source) writePerMsg(tl *source.Timeline) (rows, skipped int, err error)
 	}
 	havePrev := false
 	var prevT, prevU int64
-	for n := s.opts.Every; n <= len(tl.Out); n += s.opts.Every {
-		t := tl.Out[n-1]
+	for n := s.opts.Every; n <= tl.Outs(); n += s.opts.Every {
+		t, _ := tl.OutAt(n) // every Every-th is kept
 		if len(ts) < 2 || t < ts[0] || t > ts[len(ts)-1] {
 			skipped++
 			continue

@@ -83,7 +83,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUPerMsgFile, err))
 	}
 	meta.PerMsgRows, meta.PerMsgSkipped = rows, skipped
-	broker := s.totals(&meta.Totals, len(tl.In))
+	broker := s.totals(&meta.Totals, tl.Ins())
 	res.Meta = meta
 	res.Warnings = s.warnings(skipped)
 	res.Summary = s.summary(&meta, broker)

@@ -121,6 +121,7 @@ func (s *Source) Watermark() int64 { return math.MaxInt64 }
 // nothing at all can be read is the source unavailable.
 func (s *Source) Start(env *source.Env) error {
 	s.env = env
+	env.Timeline.KeepEvery(s.opts.Every)
 	fs, err := procfs.NewFS(procfs.DefaultMountPoint)
 	if err != nil {
 		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
@@ -209,13 +210,23 @@ func (s *Source) add(r reading, per map[int64]cpuTimes) {
 			return
 		}
 		*last = r
+		s.mark(r.t)
 		s.perLast, s.tLast = per, r.t
 		return
 	}
 	s.flushCores()
 	s.readings = append(s.readings, r)
+	s.mark(r.t)
 	s.perPrev, s.tPrev = s.perLast, s.tLast
 	s.perLast, s.tLast = per, r.t
+}
+
+// mark makes a reading's time an edge of the recording's timeline, so
+// that cpu.csv's windows are counted exactly.
+func (s *Source) mark(t int64) {
+	if s.env != nil {
+		s.env.Timeline.Mark(t)
+	}
 }
 
 // Sample implements source.Source. The window ends when the counters are

@@ -45,10 +45,11 @@ func (m *Message) Row() recfile.Message {
 // Counts are what the matcher saw, as meta.json records them.
 type Counts = recfile.MessageCounts
 
-// inRec is an id in flight: its read. It is 32 bytes, the connection's
+// inRec is an id in flight: its read. It is 40 bytes, the connection's
 // fields laid out flat, since the matcher holds one for every id read in
 // the last TTL.
 type inRec struct {
+	id           uint64
 	t            int64
 	sock         uint64
 	tid, seq     uint32
@@ -60,19 +61,22 @@ type inRec struct {
 // counters may be read concurrently with Snapshot.
 //
 // Ids in flight expire, by event time, so that memory is bounded by the
-// rate of messages times the TTL whatever the recording's length: the ids
-// are queued in the order they were read, and each is dropped when an
-// event comes TTL or more after its read, O(1) per id. The ids dropped
+// rate of messages times the TTL whatever the recording's length: the
+// reads are queued in the order they were read, and each is dropped when
+// an event comes TTL or more after it, O(1) per id. The ids dropped
 // with no copy written are kept, as ids only, for a TTL more: a copy
 // written then is counted as late, one written later as written but never
 // read.
 type Matcher struct {
-	ins  map[uint64]inRec
-	read queue // the ids in ins, in the order read
+	// ins holds the reads in flight in the order read; ids maps each
+	// id to its read's number, the k-th read held being number first+k.
+	ins   ring[inRec]
+	ids   idTable
+	first uint64
 	// dead holds ids that expired with no copy out, until their read is
 	// two TTLs old; the value says a late copy was seen.
 	dead   map[uint64]bool
-	buried queue // the ids in dead, with their reads' times
+	buried ring[stamp] // the ids in dead, with their reads' times
 	ttl    int64
 	emit   func(*Message)
 	msg    Message
@@ -88,7 +92,7 @@ type Matcher struct {
 // leaves the broker. The *Message is reused after emit returns. An id is
 // forgotten once an event comes ttl after its read (0: never).
 func New(emit func(*Message), ttl time.Duration) *Matcher {
-	return &Matcher{ins: map[uint64]inRec{}, dead: map[uint64]bool{}, ttl: int64(ttl), emit: emit}
+	return &Matcher{dead: map[uint64]bool{}, ttl: int64(ttl), emit: emit}
 }
 
 // Add takes one socket event of the target.
@@ -104,13 +108,13 @@ func (m *Matcher) Add(io *events.IO) {
 	}
 	for _, mk := range io.Markers {
 		m.markersOut.Add(1)
-		in, ok := m.ins[mk.ID]
+		num, ok := m.ids.get(mk.ID)
 		if !ok {
 			m.countOrphan(mk.ID)
 			continue
 		}
+		in := m.ins.at(int(num - m.first))
 		in.outs++
-		m.ins[mk.ID] = in
 		m.copies.Add(1)
 		m.msg = Message{
 			ID: mk.ID, TIn: in.t, TOut: io.Time,
@@ -125,16 +129,13 @@ func (m *Matcher) Add(io *events.IO) {
 
 func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
 	m.markersIn.Add(1)
-	if _, seen := m.ins[mk.ID]; seen {
+	if m.ids.insert(mk.ID, m.first+uint64(m.ins.n)) {
 		m.dupIn.Add(1)
 		return
 	}
 	m.messages.Add(1)
-	m.ins[mk.ID] = inRec{t: io.Time, sock: io.Conn.Sock, tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
-		lport: io.Conn.LocalPort, rport: io.Conn.RemotePort}
-	if m.ttl > 0 {
-		m.read.push(stamp{mk.ID, io.Time})
-	}
+	m.ins.push(inRec{id: mk.ID, t: io.Time, sock: io.Conn.Sock, tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
+		lport: io.Conn.LocalPort, rport: io.Conn.RemotePort})
 	if m.FirstIn != nil {
 		m.FirstIn(io.Time)
 	}
@@ -157,13 +158,14 @@ func (m *Matcher) countOrphan(id uint64) {
 // nearly, not exactly, in order: an id may live a little longer than its
 // TTL, never less.
 func (m *Matcher) expire(upTo int64) {
-	for s, ok := m.read.peek(); ok && s.t <= upTo; s, ok = m.read.peek() {
-		m.read.pop()
-		if m.ins[s.id].outs == 0 {
-			m.dead[s.id] = false
-			m.buried.push(s)
+	for in, ok := m.ins.peek(); ok && in.t <= upTo; in, ok = m.ins.peek() {
+		m.ins.pop()
+		m.first++
+		if in.outs == 0 {
+			m.dead[in.id] = false
+			m.buried.push(stamp{in.id, in.t})
 		}
-		delete(m.ins, s.id)
+		m.ids.remove(in.id)
 	}
 	for s, ok := m.buried.peek(); ok && s.t <= upTo-m.ttl; s, ok = m.buried.peek() {
 		m.buried.pop()
@@ -193,8 +195,8 @@ func (m *Matcher) Snapshot() Counts {
 // had no copy out, and every expired id no late copy came for.
 func (m *Matcher) Finish() Counts {
 	c := m.Snapshot()
-	for _, in := range m.ins {
-		if in.outs == 0 {
+	for k := range m.ins.n {
+		if m.ins.at(k).outs == 0 {
 			c.InWithoutOut++
 		}
 	}
@@ -212,31 +214,36 @@ type stamp struct {
 	t  int64
 }
 
-// queue is a FIFO of stamps in a ring that grows to the most it held.
-type queue struct {
-	buf     []stamp
+// ring is a FIFO that grows to the most it held.
+type ring[T any] struct {
+	buf     []T
 	head, n int
 }
 
-func (q *queue) push(s stamp) {
+func (q *ring[T]) push(s T) {
 	if q.n == len(q.buf) {
-		grown := make([]stamp, max(1024, 2*len(q.buf)))
+		grown := make([]T, max(1024, 2*len(q.buf)))
 		k := copy(grown, q.buf[q.head:])
 		copy(grown[k:], q.buf[:q.head])
 		q.buf, q.head = grown, 0
 	}
-	q.buf[(q.head+q.n)%len(q.buf)] = s
+	q.buf[(q.head+q.n)&(len(q.buf)-1)] = s
 	q.n++
 }
 
-func (q *queue) peek() (stamp, bool) {
+// peek returns the oldest element.
+func (q *ring[T]) peek() (T, bool) {
 	if q.n == 0 {
-		return stamp{}, false
+		var zero T
+		return zero, false
 	}
 	return q.buf[q.head], true
 }
 
-func (q *queue) pop() {
-	q.head = (q.head + 1) % len(q.buf)
+// at returns the k-th oldest element, k < n.
+func (q *ring[T]) at(k int) *T { return &q.buf[(q.head+k)&(len(q.buf)-1)] }
+
+func (q *ring[T]) pop() {
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.n--
 }

@@ -44,7 +44,7 @@ func TestMatch(t *testing.T) {
 // TestQueue: the ring keeps its order while it grows with its head
 // anywhere.
 func TestQueue(t *testing.T) {
-	var q queue
+	var q ring[stamp]
 	next, want := 0, 0
 	for round := range 5000 {
 		for range 3 {
@@ -110,8 +110,8 @@ func TestExpiryBound(t *testing.T) {
 	const n = 10_000
 	for i := range n {
 		m.Add(io(events.In, int64(i)*10, 1, 4222, uint64(i)))
-		if len(m.ins) > 30 || m.read.n != len(m.ins) || len(m.dead) > 30 || m.buried.n != len(m.dead) {
-			t.Fatalf("at %d ns the matcher holds %d ids (queued %d), %d dead (queued %d)", i*10, len(m.ins), m.read.n, len(m.dead), m.buried.n)
+		if m.ins.n > 30 || m.ids.n != m.ins.n || len(m.dead) > 30 || m.buried.n != len(m.dead) {
+			t.Fatalf("at %d ns the matcher holds %d ids (indexed %d), %d dead (queued %d)", i*10, m.ins.n, m.ids.n, len(m.dead), m.buried.n)
 		}
 	}
 	if c := m.Finish(); c.Expired+c.InWithoutOut != n || c.Messages != n || c.InWithoutOut != 30 {

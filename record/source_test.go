@@ -105,7 +105,7 @@ func TestSources(t *testing.T) {
 	if w := good.maxWait.Load(); w != 0 {
 		t.Fatalf("a row with t_out %d was annotated before the watermark passed it", w)
 	}
-	if good.finished == nil || len(good.finished.Out) != 1000 || len(good.finished.In) != 1000 ||
+	if good.finished == nil || good.finished.Outs() != 1000 || good.finished.Ins() != 1000 ||
 		good.finished.OutBetween(0, 1<<62) != 1000 {
 		t.Fatal("timeline not handed to Finish")
 	}

@@ -9,6 +9,7 @@
 #   SOAK_SIZE     message size in bytes (default 128)
 #   SOAK_MAX_MB   RSS limit checked at the end (default 200)
 #   SOAK_OUT      directory for soak.csv and the summary (default brokertrace-soak)
+#   SOAK_BIN      the brokertrace binary (default bin/brokertrace)
 #   SOAK_FLAGS    extra flags for brokertrace record (default --discard: an
 #                 hour at 100 000 msg/s would write ~50 GB of messages.csv)
 #
@@ -18,7 +19,7 @@
 # tenth of the run is more than 10% above that of the second tenth.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-BT=bin/brokertrace
+BT=${SOAK_BIN:-bin/brokertrace}
 SECONDS_TOTAL=${SOAK_SECONDS:-120}
 RATE=${SOAK_RATE:-100000}
 SIZE=${SOAK_SIZE:-128}
@@ -81,5 +82,6 @@ ok = peak <= limit and late <= early * 1.10
 print(f"soak: {secs} s at {rate} msg/s: brokertrace RSS peak {peak:.0f} MB (limit {limit:.0f}), "
       f"second tenth {early:.0f} MB, last tenth {late:.0f} MB ({(late / early - 1) * 100:+.1f}%): "
       + ("ok" if ok else "FAILED"))
+print("soak: RSS by tenth of the run (MB): " + " ".join(f"{max(rss[i * tenth:(i + 1) * tenth] or rss[-1:]):.0f}" for i in range(10)))
 sys.exit(0 if ok else 1)
 PY

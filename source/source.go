@@ -10,8 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,6 +27,16 @@ type Env struct {
 	// Window is the length of the windows of the time series (sched.csv,
 	// cpu.csv, net.csv…).
 	Window time.Duration
+	// Timeline counts the messages as the recording reads them. A source
+	// whose files count messages per window marks each window's edges
+	// on it (Timeline.Mark) as it samples, since only counts between
+	// marked edges are kept; nil outside a recording.
+	Timeline *Timeline
+	// MaxInBroker is the longest a message can stay in the broker and
+	// still be matched (the matcher's id TTL): per-message history older
+	// than that behind the newest message is never asked for. 0: no
+	// bound.
+	MaxInBroker time.Duration
 }
 
 // ErrUnavailable is wrapped by a Source's Start error when it cannot run on
@@ -96,33 +104,6 @@ type Annotator interface {
 	// comma. An unknown value is an empty field.
 	Annotate(dst []byte, m *correlate.Message) []byte
 }
-
-// Timeline holds when messages entered (first read of each id) and left
-// (every copy) the broker, sorted, so that sources can count messages in any
-// interval exactly.
-type Timeline struct {
-	In  []int64
-	Out []int64
-}
-
-// Sort puts both series in time order; the recording calls it once before
-// handing the timeline to the sources.
-func (tl *Timeline) Sort() {
-	slices.Sort(tl.In)
-	slices.Sort(tl.Out)
-}
-
-func countIn(ts []int64, from, to int64) int {
-	a := sort.Search(len(ts), func(i int) bool { return ts[i] >= from })
-	b := sort.Search(len(ts), func(i int) bool { return ts[i] >= to })
-	return b - a
-}
-
-// InBetween counts messages that entered in [from, to).
-func (tl *Timeline) InBetween(from, to int64) int { return countIn(tl.In, from, to) }
-
-// OutBetween counts message copies that left in [from, to).
-func (tl *Timeline) OutBetween(from, to int64) int { return countIn(tl.Out, from, to) }
 
 // FormatNs prints a duration in ns with a unit that fits it, for the
 // sources' headlines and the live line.

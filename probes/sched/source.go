@@ -31,10 +31,15 @@ const (
 // buffer records of different CPUs arrive within microseconds of time order.
 const sealLag = int64(time.Millisecond)
 
-// horizon bounds the switch history kept for per-message attribution;
-// messages that stayed in the broker longer get empty ctxsw/oncpu_ns fields
-// (counted in meta.json).
+// horizon bounds the switch history kept for per-message attribution when
+// the recording does not bound how long a message may stay in the broker
+// (Env.MaxInBroker); messages that stayed in the broker longer get empty
+// ctxsw/oncpu_ns fields (counted in meta.json).
 const horizon = int64(120 * time.Second)
+
+// keepMargin is kept beyond Env.MaxInBroker: for the rows that wait for
+// the watermark, and the reordering of the socket reader.
+const keepMargin = int64(time.Second)
 
 // Source records the target's scheduling beside the socket probe: per
 // message the context switches of its threads and their on-CPU time between
@@ -57,6 +62,11 @@ type Source struct {
 	allowed  []int          // CPUs the target may run on
 	samples  []Snapshot
 	snapErrs int
+	// Of samples only the last two are kept whole: older windows are
+	// folded into windows (16 bytes a thread, not a map of every
+	// thread's counters), and the first sample is kept for the totals.
+	windows []window
+	first   *Snapshot
 }
 
 // NewSource returns the scheduler source; opts.PID is filled from the
@@ -87,6 +97,8 @@ func (s *Source) Start(env *source.Env) error {
 		return err
 	}
 	s.samples = append(s.samples, snap)
+	s.first = &snap
+	env.Timeline.Mark(snap.End)
 	s.wm.Store(env.Start)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan error, 1)
@@ -109,13 +121,35 @@ func (s *Source) Sample(now int64) {
 		return
 	}
 	s.samples = append(s.samples, snap)
-	if newest := s.wm.Load(); newest-s.tl.prunedTo > 2*horizon {
-		s.tl.seal(newest)
-		s.tl.prune(newest - horizon)
+	if len(s.samples) > 2 {
+		s.windows = append(s.windows, newWindow(s, s.samples[0], s.samples[1]))
+		s.samples = slices.Delete(s.samples, 0, 1)
+	}
+	s.env.Timeline.Mark(snap.End)
+	// Drop the history no message can still ask for: every copy not yet
+	// annotated left after the newest message seen, less the reader's
+	// reordering, and entered at most MaxInBroker before it left. Pruned
+	// once a second, so that each edge is moved a few times at most.
+	wm := s.wm.Load()
+	upTo := wm
+	if newest := s.env.Timeline.Newest(); newest > 0 {
+		upTo = min(wm, newest)
+	}
+	if upTo -= s.keep(); upTo-s.tl.prunedTo > int64(time.Second) {
+		s.tl.seal(wm)
+		s.tl.prune(upTo)
 	}
 }
 
 func (s *Source) Watermark() int64 { return s.wm.Load() }
+
+// keep is how much switch history is kept behind the newest message.
+func (s *Source) keep() int64 {
+	if s.env.MaxInBroker > 0 {
+		return int64(s.env.MaxInBroker) + keepMargin
+	}
+	return horizon
+}
 
 func (s *Source) Drain() error {
 	s.cancel()
@@ -180,6 +214,9 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	defer s.mu.Unlock()
 	res := source.Result{Files: []string{SchedFile, ThreadsFile}}
 	first, last := s.samples[0], s.samples[len(s.samples)-1]
+	if s.first != nil {
+		first = *s.first
+	}
 	meta := Meta{Path: s.tr.Path(), Fallback: s.tr.FallbackReason(), AllowedCPUs: s.allowed,
 		LateEvents: s.tl.late, UnknownMessages: s.unknown}
 	meta.Stats, _ = s.tr.Stats()
@@ -201,7 +238,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		meta.SwitchesInvoluntary += t.Involuntary
 	}
 	res.Meta = meta
-	if in := len(tl.In); in > 0 {
+	if in := tl.Ins(); in > 0 {
 		sw := meta.SwitchesVoluntary + meta.SwitchesInvoluntary
 		res.Summary = fmt.Sprintf("%.2f context switches per message out of broker threads (%d voluntary, %d involuntary), %.2f on its CPUs %v; %d threads",
 			float64(sw)/float64(in), meta.SwitchesVoluntary, meta.SwitchesInvoluntary, float64(meta.SwitchesCPUs)/float64(in), s.allowed, meta.Threads)
@@ -217,7 +254,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d switch events were lost (ring buffer full): ctxsw and oncpu_ns of the messages around them are too low", meta.EventsDropped))
 	}
 	if s.unknown > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("%d messages stayed in the broker longer than the %v of switch history kept: their ctxsw and oncpu_ns are empty", s.unknown, time.Duration(horizon)))
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d messages stayed in the broker longer than the %v of switch history kept: their ctxsw and oncpu_ns are empty", s.unknown, time.Duration(s.keep())))
 	}
 	if meta.StintsLate > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d on-CPU stints were charged after messages during them were written: their oncpu_ns may be off by up to %d ns in all", meta.StintsLate, meta.StintsLateNs))
@@ -253,23 +290,51 @@ func threadDeltas(a, b Snapshot) []ThreadStats {
 	return out
 }
 
-func (s *Source) writeSched(tl *source.Timeline) error {
-	rows := make([]recfile.SchedRow, 0, len(s.samples))
+// window is what sched.csv and the per-thread demand need of two
+// consecutive samples.
+type window struct {
+	start, end           int64
+	vol, invol, on, cpus uint64
+	cpu                  []tidCPU // each thread's CPU time in the window
+}
+
+type tidCPU struct {
+	tid int32
+	ns  int64
+}
+
+func newWindow(s *Source, a, b Snapshot) window {
+	w := window{start: a.End, end: b.End, cpus: s.cpuSwitches(a, b), cpu: make([]tidCPU, 0, len(b.Threads))}
+	for _, t := range threadDeltas(a, b) {
+		w.vol += t.Voluntary
+		w.invol += t.Involuntary
+		w.on += t.OnCPUNs
+	}
+	for tid, t := range b.Threads {
+		w.cpu = append(w.cpu, tidCPU{int32(tid), int64(t.Sub(a.Threads[tid]).CPUNs)})
+	}
+	return w
+}
+
+// allWindows are the folded windows and those of the samples kept whole.
+func (s *Source) allWindows() []window {
+	ws := slices.Clone(s.windows)
 	for i := 1; i < len(s.samples); i++ {
-		a, b := s.samples[i-1], s.samples[i]
-		var vol, invol, on uint64
-		for _, t := range threadDeltas(a, b) {
-			vol += t.Voluntary
-			invol += t.Involuntary
-			on += t.OnCPUNs
-		}
-		cpus := s.cpuSwitches(a, b)
-		in := tl.InBetween(a.End, b.End)
+		ws = append(ws, newWindow(s, s.samples[i-1], s.samples[i]))
+	}
+	return ws
+}
+
+func (s *Source) writeSched(tl *source.Timeline) error {
+	ws := s.allWindows()
+	rows := make([]recfile.SchedRow, 0, len(ws))
+	for _, w := range ws {
+		in := tl.InBetween(w.start, w.end)
 		rows = append(rows, recfile.SchedRow{
-			TStart: a.End, TEnd: b.End, MsgsIn: in, MsgsOut: tl.OutBetween(a.End, b.End),
-			Voluntary: vol, Involuntary: invol, SwitchesTarget: vol + invol, SwitchesCPUs: cpus,
-			SwitchesPerMsg: ratio(vol+invol, in), SwitchesPerMsgCPUs: ratio(cpus, in),
-			OnCPUNs: on, OnCPUNsPerMsg: ratio(on, in),
+			TStart: w.start, TEnd: w.end, MsgsIn: in, MsgsOut: tl.OutBetween(w.start, w.end),
+			Voluntary: w.vol, Involuntary: w.invol, SwitchesTarget: w.vol + w.invol, SwitchesCPUs: w.cpus,
+			SwitchesPerMsg: ratio(w.vol+w.invol, in), SwitchesPerMsgCPUs: ratio(w.cpus, in),
+			OnCPUNs: w.on, OnCPUNsPerMsg: ratio(w.on, in),
 		})
 	}
 	return recfile.WriteTable(s.env.Out, recfile.SchedFile, rows)
@@ -284,7 +349,7 @@ func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error 
 			TID: t.TID, Comm: t.Comm, Voluntary: t.Voluntary, Involuntary: t.Involuntary,
 			OnCPUNs: t.OnCPUNs, CPUNs: t.CPUNs, RunqWaitNs: t.WaitNs + t.PreemptWaitNs,
 			MessagesRead: s.read[uint32(t.TID)], MessagesWrit: s.written[uint32(t.TID)],
-			CPUNsPerMsg: ratio(t.CPUNs, len(tl.In)),
+			CPUNsPerMsg: ratio(t.CPUNs, tl.Ins()),
 		}
 		if h := perMsg[t.TID]; h != nil && h.TotalCount() > 0 {
 			p50, p90, p99 := h.ValueAtQuantile(50), h.ValueAtQuantile(90), h.ValueAtQuantile(99)
@@ -300,19 +365,18 @@ func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error 
 // are left out.
 func (s *Source) cpuPerMsg(tl *source.Timeline) map[int]*hdrhistogram.Histogram {
 	perMsg := map[int]*hdrhistogram.Histogram{}
-	for i := 1; i < len(s.samples); i++ {
-		a, b := s.samples[i-1], s.samples[i]
-		in := tl.InBetween(a.End, b.End)
+	for _, w := range s.allWindows() {
+		in := tl.InBetween(w.start, w.end)
 		if in == 0 {
 			continue
 		}
-		for tid, t := range b.Threads {
-			h := perMsg[tid]
+		for _, t := range w.cpu {
+			h := perMsg[int(t.tid)]
 			if h == nil {
 				h = hdrhistogram.New(1, int64(time.Hour), 3)
-				perMsg[tid] = h
+				perMsg[int(t.tid)] = h
 			}
-			h.RecordValue(max(int64(t.Sub(a.Threads[tid]).CPUNs)/int64(in), 0))
+			h.RecordValue(max(t.ns/int64(in), 0))
 		}
 	}
 	return perMsg
