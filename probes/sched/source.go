@@ -7,7 +7,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,8 +14,10 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -397,8 +398,8 @@ func allowedCPUs(pid int) []int {
 	if err == nil {
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
-				if cpus, err := parseCPUList(strings.TrimSpace(v)); err == nil {
-					return cpus
+				if set, err := process.ParseCPUList(strings.TrimSpace(v)); err == nil {
+					return cpusIn(set)
 				}
 			}
 		}
@@ -410,25 +411,13 @@ func allowedCPUs(pid int) []int {
 	return all
 }
 
-// parseCPUList parses the kernel's list format: "0-3,8,10-11".
-func parseCPUList(s string) ([]int, error) {
+// cpusIn lists the CPUs of a set in order.
+func cpusIn(set unix.CPUSet) []int {
 	var out []int
-	for _, part := range strings.Split(s, ",") {
-		lo, hi, isRange := strings.Cut(part, "-")
-		a, err := strconv.Atoi(lo)
-		if err != nil {
-			return nil, err
-		}
-		b := a
-		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil {
-				return nil, err
-			}
-		}
-		for c := a; c <= b; c++ {
+	for c := range len(set) * 64 {
+		if set.IsSet(c) {
 			out = append(out, c)
 		}
 	}
-	sort.Ints(out)
-	return out, nil
+	return out
 }
