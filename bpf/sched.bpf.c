@@ -179,11 +179,14 @@ static __always_inline __s64 switch_out(struct task_struct *prev, bool preempt,
 		ts->cpu_ns += charged;
 		ts->oncpu_ns += charged;
 		/* Switched out with no switch-in since the last observation:
-		 * the probe did not run for it. */
-		if (ts->oncpu_since)
+		 * the probe did not run for it, and the stint's charge stands
+		 * in for its clock. */
+		if (ts->oncpu_since) {
 			ts->clock_ns += now - ts->oncpu_since;
-		else
+		} else {
 			ts->missed_ins++;
+			ts->clock_ns += charged;
+		}
 	} else {
 		/* On a CPU since before attach: the counters' previous values are
 		 * unknown. The time it ran before this switch is not counted. */

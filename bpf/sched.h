@@ -52,8 +52,8 @@ struct thread_stats {
 	 * stint during which the probe attached, which neither counts. */
 	__u64 oncpu_ns;
 	/* The clock from switch-in to switch-out, summed over stints whose
-	 * switch-in the probe saw: what oncpu_ns was before it followed the
-	 * kernel's charge. Stolen time is in it, the charge before a
+	 * switch-in the probe saw, their charge for those it missed: what
+	 * oncpu_ns was before it followed the kernel's charge. Stolen time is in it, the charge before a
 	 * switch-in is not; kept so that the stints' timing can be checked
 	 * against fields the probe never reads (schedstat's run_delay). */
 	__u64 clock_ns;

@@ -130,8 +130,8 @@ type ThreadStats struct {
 	OnCPUNs uint64 `json:"oncpu_ns"`
 	CPUNs   uint64 `json:"cpu_ns"`
 	// ClockNs: the clock from switch-in to switch-out, summed over the
-	// stints whose switch-in the probe saw (what OnCPUNs was before it
-	// followed the charge): stolen time in, the charge before a switch-in
+	// stints whose switch-in the probe saw, and the charge of those it
+	// missed (what OnCPUNs was before it followed the charge): stolen time in, the charge before a switch-in
 	// out. Its timing can be checked against schedstat's run_delay.
 	ClockNs uint64 `json:"clock_ns"`
 

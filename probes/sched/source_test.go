@@ -140,7 +140,7 @@ func checkStreamExact(t *testing.T, src *Source, m Meta, target int64) {
 		n, _, _ := src.tl.between(s.Start-int64(time.Millisecond), s.End)
 		return n
 	}
-	first, last := src.samples[0], src.samples[len(src.samples)-1]
+	first, last := *src.first, src.samples[len(src.samples)-1]
 	if d := target - m.SwitchOutsStreamed; d > inSnap(first) || d < -inSnap(last) || m.Stats.Missed != 0 {
 		t.Fatalf("stream has %d switch-outs, counters %d; %d and %d switches during the first and last snapshots, %d runs missed",
 			m.SwitchOutsStreamed, target, inSnap(first), inSnap(last), m.Stats.Missed)
@@ -155,7 +155,8 @@ func checkStreamExact(t *testing.T, src *Source, m Meta, target int64) {
 // charges are logged: rows written while a stint ran.
 func checkRunOnCPU(t *testing.T, src *Source, m Meta) {
 	t.Helper()
-	first, last := src.samples[0], src.samples[len(src.samples)-1]
+	// The source keeps only its last two samples whole, and the first.
+	first, last := *src.first, src.samples[len(src.samples)-1]
 	_, on, ok := src.tl.between(first.End, last.End)
 	var cpu uint64
 	for _, d := range threadDeltas(first, last) {

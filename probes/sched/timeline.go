@@ -41,30 +41,16 @@ type timeline struct {
 	// prunedTo: edges before it were dropped to bound memory; intervals
 	// that start earlier cannot be answered.
 	prunedTo int64
-	// sealed is the latest seal's bound; behind says a switch before it
-	// was added since. Every message's annotation seals, mostly at an
-	// unchanged watermark: without these it sorted the pending switches
-	// each time, the larger part of the annotation's cost.
-	sealed int64
-	behind bool
 }
 
 func newTimeline() *timeline { return &timeline{on: map[uint32]int64{}} }
 
-func (tl *timeline) add(s Switch) {
-	tl.pending = append(tl.pending, s)
-	tl.behind = tl.behind || s.Time < tl.sealed
-}
+func (tl *timeline) add(s Switch) { tl.pending = append(tl.pending, s) }
 
 // seal merges every pending switch before upTo into the edges.
 func (tl *timeline) seal(upTo int64) {
-	if len(tl.pending) == 0 || upTo <= tl.sealed && !tl.behind {
-		// Every pending switch is at or after the last bound, so none
-		// is before upTo.
+	if len(tl.pending) == 0 {
 		return
-	}
-	if upTo >= tl.sealed {
-		tl.sealed, tl.behind = upTo, false
 	}
 	slices.SortStableFunc(tl.pending, func(a, b Switch) int {
 		switch {

@@ -100,36 +100,3 @@ func TestTimelineCharged(t *testing.T) {
 		t.Fatalf("[160,300]: on-CPU %d, want 100", on)
 	}
 }
-
-// TestTimelineSealSkips: sealing again at an unchanged bound merges
-// nothing new unless a switch before the bound came since — then it is
-// merged, as the first seal would have done — and a lower bound after a
-// higher one leaves a switch between them pending until a seal reaches it.
-func TestTimelineSealSkips(t *testing.T) {
-	tl := newTimeline()
-	tl.add(Switch{Time: 10, NextTID: 1, Charged: -1})
-	tl.seal(100)
-	tl.add(Switch{Time: 150, PrevTID: 1, Charged: 140})
-	tl.seal(100)
-	if len(tl.pending) != 1 || len(tl.times) != 1 {
-		t.Fatalf("%d pending, %d edges; want the switch at 150 pending", len(tl.pending), len(tl.times))
-	}
-	tl.add(Switch{Time: 90, NextTID: 2, Charged: -1}) // before the bound, read late
-	tl.seal(100)
-	if sw, on, ok := tl.between(80, 100); !ok || len(tl.pending) != 1 || sw != 0 || on != 20+10 {
-		t.Fatalf("[80,100]: %d switches, on-CPU %d, %v; %d pending", sw, on, ok, len(tl.pending))
-	}
-	tl.add(Switch{Time: 95, PrevTID: 2, Charged: 5}) // before the bound again
-	tl.seal(50)                                      // a lower bound merges neither
-	if len(tl.pending) != 2 {
-		t.Fatalf("%d pending after a lower bound", len(tl.pending))
-	}
-	tl.seal(100)
-	if len(tl.pending) != 1 {
-		t.Fatalf("%d pending after sealing at 100 again, want the switch at 150", len(tl.pending))
-	}
-	tl.seal(200)
-	if sw, on, _ := tl.between(0, 200); len(tl.pending) != 0 || sw != 2 || on != 140+5 {
-		t.Fatalf("[0,200]: %d switches, on-CPU %d; %d pending", sw, on, len(tl.pending))
-	}
-}
