@@ -497,10 +497,11 @@ func warnings(s sockio.Stats, c correlate.Counts) []string {
 	}
 	add(s.DroppedEvents, "%d events with %d markers were lost because the ring buffer was full (raise --ring-size)", s.DroppedEvents, s.DroppedMarkers)
 	add(s.Missed, "the kernel skipped the probe %d times (recursion on a CPU)", s.Missed)
+	add(s.CarryLost, "%d markers split across two calls were lost: no memory to keep their first bytes for the next call", s.CarryLost)
 	for d, name := range []string{"read", "written"} {
 		add(s.Unscanned[d], "%d bytes %s were not scanned: beyond --scan-limit or the bounded walk's steps (a kernel without bpf_loop); about %.0f markers in them (meta.json size_classes)", s.Unscanned[d], name, s.MissedMarkersEst[d])
 		add(s.FaultBytes[d], "%d bytes %s could not be read from the target's memory", s.FaultBytes[d], name)
-		add(s.OtherCalls[d], "%d calls (%d bytes %s) used system calls the probe cannot scan (sendfile, splice, io_uring, mmsg)", s.OtherCalls[d], s.OtherBytes[d], name)
+		add(s.OtherCalls[d], "%d calls (%d bytes %s) used system calls the probe cannot scan (sendfile, splice, io_uring)", s.OtherCalls[d], s.OtherBytes[d], name)
 	}
 	add(c.OutWithoutIn, "%d markers were written that were never read (sent before the recording began, or lost)", c.OutWithoutIn)
 	add(c.InWithoutOut, "%d messages were read and never written (still inside the broker at the end, or not delivered)", c.InWithoutOut)
