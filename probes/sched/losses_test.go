@@ -203,7 +203,9 @@ func TestSwitchRingLoss(t *testing.T) {
 	res, m := finish()
 	switches := (outs1 - outs0) + (ins1 - ins0)
 	t.Logf("%d switches of E per /proc; %d events written, %d dropped; ctxsw over the run %d", switches, m.Events, m.EventsDropped, sw)
-	if m.EventsDropped == 0 || m.Events+m.EventsDropped != switches || outs1-outs0 < k {
+	// /proc is read once E is in read(0), which may be just before its
+	// switch-out: one switch either way at each end.
+	if d := int64(m.Events+m.EventsDropped) - int64(switches); m.EventsDropped == 0 || d < -1 || d > 1 || outs1-outs0 < k {
 		t.Errorf("%d events written + %d dropped, want > 0 dropped and %d in all (E's switches per /proc, %d of them out)", m.Events, m.EventsDropped, switches, outs1-outs0)
 	}
 	if (uint64(sw) != m.Events/2 && uint64(sw) != (m.Events+1)/2) || sw >= k {
