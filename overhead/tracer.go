@@ -13,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/prometheus/procfs"
 )
 
 // tracerSpec is how one configuration traces the broker: a child process
@@ -210,18 +212,13 @@ const clockTick = 10 * time.Millisecond
 // procCPU is pid's user + system time so far, from /proc/PID/stat (0 when
 // unreadable): the CPU a tracer spent starting up.
 func procCPU(pid int) time.Duration {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	p, err := procfs.NewProc(pid)
 	if err != nil {
 		return 0
 	}
-	// Fields after the command name, which may hold spaces: state is
-	// field 3, utime 14, stime 15.
-	i := strings.LastIndexByte(string(b), ')')
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 13 {
+	st, err := p.Stat()
+	if err != nil {
 		return 0
 	}
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * clockTick
+	return time.Duration(st.UTime+st.STime) * clockTick
 }
