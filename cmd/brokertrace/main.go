@@ -52,7 +52,8 @@ their bodies; payload bytes never leave the kernel.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd())
+	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd(),
+		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd())
 	return root
 }
 

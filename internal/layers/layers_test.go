@@ -40,8 +40,21 @@ var layer = map[string]int{
 
 	"load":     6, // the load generator: brokers' clients, e2e.csv
 	"analysis": 6, // reads recordings through recfile only
-	"report":   7,
-	"overhead": 7, // the MooBench experiment: runs brokers, tracers and load as children
+	"platform": 6, // Ginpex experiments: platform constants
+
+	// the broker model: simulation, exact solution, exporters (read
+	// calibration.json through recfile)
+	"model/sim":  6,
+	"model/mva":  6,
+	"model/qpme": 6,
+	"model/jmva": 6,
+	"model/lqn":  6,
+
+	"report":    7,
+	"overhead":  7, // the MooBench experiment: runs brokers, tracers and load as children
+	"sweep":     7, // a ladder of rates: runs brokers, record and load as children
+	"calibrate": 7, // sweep → calibration.json (ICPE'14 §4.4)
+	"predict":   7, // calibration → simulated model → prediction.json
 
 	"cmd/brokertrace": 8,
 
@@ -53,7 +66,7 @@ var layer = map[string]int{
 // readers are the packages that read recordings: they must not depend on
 // the kernel side or on a broker's client, so that a report can be made
 // anywhere from files alone.
-var readers = []string{"analysis", "report"}
+var readers = []string{"analysis", "report", "calibrate", "predict", "model/sim", "model/mva", "model/qpme", "model/jmva", "model/lqn"}
 
 var forbiddenForReaders = []string{
 	"github.com/cilium/ebpf",

@@ -1,0 +1,2 @@
+// Package calibrate is being built.
+package calibrate

@@ -1,0 +1,2 @@
+// Package jmva is being built.
+package jmva

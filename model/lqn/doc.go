@@ -1,0 +1,2 @@
+// Package lqn is being built.
+package lqn

@@ -1,0 +1,2 @@
+// Package mva is being built.
+package mva

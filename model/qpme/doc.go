@@ -1,0 +1,2 @@
+// Package qpme is being built.
+package qpme

@@ -1,0 +1,2 @@
+// Package sim is being built.
+package sim

@@ -1,0 +1,2 @@
+// Package platform is being built.
+package platform

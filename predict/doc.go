@@ -1,0 +1,2 @@
+// Package predict is being built.
+package predict

@@ -1,0 +1,83 @@
+package recfile
+
+// SweepFile describes a sweep: what it was asked, and per step where its
+// recording is and what was measured there. It is written after every step,
+// so an interrupted sweep can be resumed from it.
+const SweepFile = "sweep.json"
+
+// Sweep is sweep.json.
+type Sweep struct {
+	Tool      string       `json:"tool"`
+	Version   string       `json:"version"`
+	Host      Host         `json:"host"`
+	Options   SweepOptions `json:"options"`
+	StartWall string       `json:"start_wall"`
+	EndWall   string       `json:"end_wall,omitempty"`
+	// Steps holds every step planned, in the order run; a step not yet run
+	// has Status "pending".
+	Steps []SweepStep `json:"steps"`
+	// SaturatedAt is the index in Steps of the first step whose achieved
+	// rate fell behind the asked rate; absent when none did.
+	SaturatedAt *int     `json:"saturated_at,omitempty"`
+	Warnings    []string `json:"warnings"`
+}
+
+// SweepOptions are what the sweep was asked to do.
+type SweepOptions struct {
+	URL      string `json:"url"`
+	Protocol string `json:"protocol"` // nats, stomp, mqtt, amqp, redis, tcp
+	// Target is how the broker was chosen: "run" (started by the sweep,
+	// Command) or "pid N", "port N", "name COMM" (attached).
+	Target     string    `json:"target"`
+	Command    []string  `json:"command,omitempty"`
+	BrokerCPUs string    `json:"broker_cpus,omitempty"`
+	LoadCPUs   string    `json:"load_cpus,omitempty"`
+	Rates      []float64 `json:"rates"`   // msg/s asked, in order
+	Pattern    string    `json:"pattern"` // regular, bursty or both
+	Burst      int       `json:"burst"`   // messages per burst (bursty)
+	Size       int       `json:"size"`    // body bytes, marker included
+	StepNs     int64     `json:"step_ns"` // how long each step sends
+	WarmupNs   int64     `json:"warmup_ns"`
+	CooldownNs int64     `json:"cooldown_ns"` // end of each step left out (shutdown)
+	// Behind is the achieved/asked ratio below which a step is saturated.
+	Behind float64 `json:"behind"`
+	// Beyond: keep climbing after saturation.
+	Beyond bool `json:"beyond"`
+}
+
+// SweepStep is one rate of one pattern.
+type SweepStep struct {
+	Index     int     `json:"index"`
+	Dir       string  `json:"dir"` // relative to the sweep directory
+	Pattern   string  `json:"pattern"`
+	Burst     int     `json:"burst,omitempty"`
+	RateAsked float64 `json:"rate_asked"`
+	// Status: pending, done, failed, skipped (past saturation).
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+	// The measured window (warm-up and cool-down left out), CLOCK_MONOTONIC.
+	WindowStartNs int64 `json:"window_start_ns,omitempty"`
+	WindowEndNs   int64 `json:"window_end_ns,omitempty"`
+	// Over the measured window:
+	RateAchieved float64 `json:"rate_achieved"` // messages the consumer received per second
+	Sent         int64   `json:"sent"`
+	Received     int64   `json:"received"`
+	Saturated    bool    `json:"saturated"`
+	Messages     int64   `json:"messages"` // messages.csv first copies in the window
+	// BrokerUtil is the broker's CPU in CPUs' worth (BrokerUtilSource:
+	// cgroup or schedstat), SystemUtil all CPUs' busy time (/proc/stat).
+	BrokerUtil       float64 `json:"broker_util"`
+	BrokerUtilSource string  `json:"broker_util_source"`
+	SystemUtil       float64 `json:"system_util"`
+	// Context switches per message entering the broker: out of the
+	// broker's threads (a), and on the CPUs of its affinity (b).
+	SwitchesPerMsgThreads float64 `json:"switches_per_msg_threads"`
+	SwitchesPerMsgCPUs    float64 `json:"switches_per_msg_cpus"`
+	// LatencyNs: messages.csv latency_ns of first copies in the window.
+	LatencyNs LatencyStats `json:"latency"`
+	// Packets and TCP payload bytes per message, each direction (capture).
+	PacketsPerMsgIn  float64 `json:"packets_per_msg_in"`
+	PacketsPerMsgOut float64 `json:"packets_per_msg_out"`
+	BytesPerMsgIn    float64 `json:"bytes_per_msg_in"`
+	BytesPerMsgOut   float64 `json:"bytes_per_msg_out"`
+}

@@ -1,0 +1,2 @@
+// Package sweep is being built.
+package sweep
