@@ -18,8 +18,10 @@ type Sweep struct {
 	Steps []SweepStep `json:"steps"`
 	// SaturatedAt is the index in Steps of the first step whose achieved
 	// rate fell behind the asked rate; absent when none did.
-	SaturatedAt *int     `json:"saturated_at,omitempty"`
-	Warnings    []string `json:"warnings"`
+	SaturatedAt *int `json:"saturated_at,omitempty"`
+	// Scheduler holds the kernel's time-slice settings while the sweep ran.
+	Scheduler SchedSettings `json:"scheduler"`
+	Warnings  []string      `json:"warnings"`
 }
 
 // SweepOptions are what the sweep was asked to do.
@@ -80,4 +82,20 @@ type SweepStep struct {
 	PacketsPerMsgOut float64 `json:"packets_per_msg_out"`
 	BytesPerMsgIn    float64 `json:"bytes_per_msg_in"`
 	BytesPerMsgOut   float64 `json:"bytes_per_msg_out"`
+}
+
+// SchedSettings are the kernel scheduler's settings that bound a thread's
+// time slice, as the kernel reported them: the model's quantum when no
+// platform experiment measured one.
+type SchedSettings struct {
+	// Settings by name, in ns, as the scheduler applies them (already
+	// scaled by the number of CPUs): "base_slice_ns" (EEVDF, Linux 6.6+),
+	// or "latency_ns", "min_granularity_ns", "wakeup_granularity_ns"
+	// (CFS, older kernels).
+	Settings map[string]int64 `json:"settings"`
+	// Scaling is sysctl_sched_tunable_scaling: none, logarithmic, linear.
+	Scaling string `json:"scaling,omitempty"`
+	// Source names the file(s) they were read from; Error why none could be.
+	Source string `json:"source,omitempty"`
+	Error  string `json:"error,omitempty"`
 }
