@@ -297,9 +297,9 @@ func parseField(f reflect.Value, c column, s string) error {
 			f.SetZero()
 			return nil
 		}
-		if f.IsNil() {
-			f.Set(reflect.New(f.Type().Elem()))
-		}
+		// A fresh value per row: a row kept by the caller (ReadTable keeps
+		// them all) must not change when the next row is read.
+		f.Set(reflect.New(f.Type().Elem()))
 		f = f.Elem()
 	}
 	switch c.kind {

@@ -75,6 +75,23 @@ func TestTableRoundTripAndCSVQuoting(t *testing.T) {
 	}
 }
 
+// Rows kept from ReadTable do not share their pointer fields: each row
+// keeps the value of its own line.
+func TestReadTablePointersPerRow(t *testing.T) {
+	dir := t.TempDir()
+	one, two := int64(1), int64(2)
+	if err := WriteTable(dir, "t.csv", []testRow{{P: &one}, {P: &two}, {}}); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadTable[testRow](filepath.Join(dir, "t.csv"))
+	if err != nil || len(back) != 3 {
+		t.Fatal(back, err)
+	}
+	if back[0].P == nil || back[1].P == nil || *back[0].P != 1 || *back[1].P != 2 || back[2].P != nil {
+		t.Fatalf("pointer fields read back as %v %v %v", back[0].P, back[1].P, back[2].P)
+	}
+}
+
 // A value that does not fit its column's type is an error naming the
 // column, never a silently truncated number.
 func TestTableRefusesOverflow(t *testing.T) {

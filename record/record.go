@@ -66,6 +66,8 @@ type Config struct {
 	// matcher forgets it (counted, see correlate.New); 0 means
 	// DefaultIDTTL, negative never.
 	IDTTL time.Duration
+	// Observers see the recording while it runs (see Observer).
+	Observers []Observer
 }
 
 // DefaultIDTTL bounds the matcher's memory to the ids read in the last
@@ -342,6 +344,9 @@ func (r *recorder) write(msg *correlate.Message) {
 	}
 	r.row = msg.Row()
 	r.writeErr = r.mw.Write(&r.row, r.extra)
+	for _, o := range r.cfg.Observers {
+		o.Message(&r.row, r.extra)
+	}
 }
 
 // annotator is a source that adds columns to messages.csv, and whether it
@@ -396,6 +401,12 @@ func (r *recorder) wait(ctx context.Context, readDone <-chan error) error {
 				st, _ := r.tr.Stats()
 				r.liveStats.print(r.cfg.Live, r.m.Snapshot(), st)
 			}
+			if len(r.cfg.Observers) > 0 {
+				t := r.tick(monotime.Now())
+				for _, o := range r.cfg.Observers {
+					o.Tick(t)
+				}
+			}
 		case <-exited:
 			r.meta.EndReason = "target-exited"
 			return nil
@@ -445,6 +456,9 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 	}
 	if err := r.writeMeta(); err != nil {
 		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
+	}
+	for _, o := range r.cfg.Observers {
+		o.Finish(&r.meta)
 	}
 	res := &Result{Dir: r.outDir(), Meta: r.meta, Latency: r.total, Summaries: summaries}
 	if r.writeErr != nil {

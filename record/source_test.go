@@ -63,6 +63,7 @@ func TestSources(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := &stampSource{name: "good", lag: int64(50 * time.Millisecond)}
+	obs := &countObserver{}
 	absent := &stampSource{name: "absent", fail: fmt.Errorf("%w: no such controller", source.ErrUnavailable)}
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -72,7 +73,7 @@ func TestSources(t *testing.T) {
 	go func() {
 		var err error
 		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []source.Source{good, absent}, Window: 10 * time.Millisecond,
-			Live: live})
+			Live: live, LiveInterval: 50 * time.Millisecond, Observers: []Observer{obs}})
 		done <- err
 	}()
 	select {
@@ -109,9 +110,42 @@ func TestSources(t *testing.T) {
 		good.finished.OutBetween(0, 1<<62) != 1000 {
 		t.Fatal("timeline not handed to Finish")
 	}
+	obs.check(t, lines[1:], res.Meta.Rows)
 	m := res.Meta
 	if m.Sources["good"].Status != "ok" || m.Sources["absent"].Status != "unavailable" ||
 		!strings.Contains(m.Sources["absent"].Error, "no such controller") {
 		t.Fatalf("sources %+v", m.Sources)
+	}
+}
+
+// countObserver keeps what an Observer was shown.
+type countObserver struct {
+	rows     []string // t_out_ns + extra, as the file has them
+	ticks    int
+	lastTick *Tick
+	finished *recfile.Meta
+}
+
+func (o *countObserver) Message(m *recfile.Message, extra []byte) {
+	o.rows = append(o.rows, fmt.Sprintf("%d%s", m.TOut, extra))
+}
+func (o *countObserver) Tick(t *Tick)              { o.ticks, o.lastTick = o.ticks+1, t }
+func (o *countObserver) Finish(meta *recfile.Meta) { o.finished = meta }
+
+// check: the observer saw every row of messages.csv with its annotations,
+// ticks with the counters so far, and the final meta.
+func (o *countObserver) check(t *testing.T, lines []string, rows int64) {
+	t.Helper()
+	if len(o.rows) != len(lines) || o.finished == nil || o.finished.Rows != rows {
+		t.Fatalf("observer saw %d rows (file %d), finish %v", len(o.rows), len(lines), o.finished != nil)
+	}
+	for i, l := range lines {
+		f := strings.Split(l, ",")
+		if want := f[2] + "," + f[11] + "," + f[12]; o.rows[i] != want {
+			t.Fatalf("observer row %d %q, file %q", i, o.rows[i], want)
+		}
+	}
+	if o.ticks == 0 || strings.Join(o.lastTick.Columns, ",") != "good_stamp,absent_stamp" || o.lastTick.StartNs != o.finished.StartNs {
+		t.Fatalf("%d ticks, last %+v", o.ticks, o.lastTick)
 	}
 }
