@@ -14,7 +14,84 @@ type Platform struct {
 	EndWall    string             `json:"end_wall"`
 	Quick      bool               `json:"quick"`
 	Properties []PlatformProperty `json:"properties"`
-	Warnings   []string           `json:"warnings"`
+	// References are figures of independent tools measured in the same
+	// run, beside the property they check (perf bench sched pipe).
+	References []PlatformReference `json:"references"`
+	// Scheduler is the kernel's own slice setting, for the timeslice's
+	// cross-check; nil when no timeslice experiment ran.
+	Scheduler *PlatformScheduler `json:"scheduler,omitempty"`
+	// Experiments are the experiments that ran, in order, with how their
+	// repetitions ended.
+	Experiments []PlatformRun `json:"experiments"`
+	Warnings    []string      `json:"warnings"`
+}
+
+// PlatformReference is an independent tool's figure and how a property
+// compares with it.
+type PlatformReference struct {
+	Name    string   `json:"name"`
+	Command []string `json:"command"`
+	// Value is the tool's own figure in its own unit (perf: usecs/op).
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// PerSwitchNs is the tool's CPU time (its processes' user + system
+	// time from wait4) per switch, round trip / 2, and Measured the same
+	// quantity from the property's own samples; WallPerSwitchNs is the
+	// tool's wall-clock figure per switch (Value / 2), which on a shared
+	// machine also counts other tasks' slices.
+	PerSwitchNs     float64 `json:"per_switch_ns"`
+	WallPerSwitchNs float64 `json:"wall_per_switch_ns"`
+	Measured        float64 `json:"measured_ns"`
+	Property        string  `json:"property"`
+	Variant         string  `json:"variant,omitempty"`
+	Ratio           float64 `json:"ratio"` // Measured / PerSwitchNs
+	Compared        string  `json:"compared"`
+	Error           string  `json:"error,omitempty"`
+}
+
+// PlatformScheduler is the kernel's slice setting beside the detected
+// timeslice.
+type PlatformScheduler struct {
+	Settings SchedSettings `json:"settings"`
+	// TickNs is the scheduler tick (CLOCK_MONOTONIC_COARSE's resolution,
+	// 1/CONFIG_HZ); without HRTICK a slice ends at the first tick after it
+	// is used up, so the enforced quantum is the setting rounded up to ticks.
+	TickNs int64 `json:"tick_ns"`
+	// BaseSliceNs is the setting (EEVDF base_slice_ns, CFS
+	// min_granularity_ns); EnforcedNs it rounded up to whole ticks.
+	BaseSliceNs int64 `json:"base_slice_ns"`
+	EnforcedNs  int64 `json:"enforced_ns"`
+	// SchedstatNs is the contending spinner's on-CPU time per run stretch
+	// from /proc/PID/task/TID/schedstat during the experiment.
+	SchedstatNs float64 `json:"schedstat_ns"`
+	DetectedNs  float64 `json:"detected_ns"`
+	// RatioSetting = detected / base slice; RatioEnforced = detected /
+	// enforced quantum.
+	RatioSetting  float64 `json:"ratio_setting"`
+	RatioEnforced float64 `json:"ratio_enforced"`
+}
+
+// PlatformRun is one experiment's run: samples kept, warm-up samples
+// discarded, and why the repetitions stopped.
+type PlatformRun struct {
+	Name       string  `json:"name"`
+	Samples    int     `json:"samples"`
+	Warmup     int     `json:"warmup_discarded"`
+	Seconds    float64 `json:"seconds"`
+	StopReason string  `json:"stop_reason"` // ci, max, time
+	Error      string  `json:"error,omitempty"`
+}
+
+// PlatformSamplesDir holds one samples file per experiment, NAME.csv.
+const PlatformSamplesDir = "platform-samples"
+
+// PlatformSample is one row of platform-samples/NAME.csv: one measured
+// value after warm-up, in the experiment's sample unit, and the cluster
+// the two-cluster analysis put it in (empty for other analyses).
+type PlatformSample struct {
+	Seq     int64   `csv:"seq"`
+	Value   float64 `csv:"value"`
+	Cluster *int64  `csv:"cluster"`
 }
 
 // Names of the properties calibrate reads.
@@ -37,6 +114,10 @@ type PlatformProperty struct {
 	Median   float64  `json:"median"`
 	Q3       float64  `json:"q3"`
 	Method   string   `json:"method"`
+	// Sample* describe the raw samples before the analysis turned them
+	// into Value (a round trip, a response time…).
+	SampleMean float64 `json:"sample_mean"`
+	SampleUnit string  `json:"sample_unit,omitempty"`
 	// Experiment is the experiment's name; SamplesFile its raw samples,
 	// relative to platform.json.
 	Experiment  string `json:"experiment"`

@@ -1,2 +1,0 @@
-// Package platform is being built.
-package platform
