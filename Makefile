@@ -6,7 +6,7 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 
 # Debian packages the build, demo and tests need; installed when missing.
 APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux python3 tcpdump ethtool linux-perf bpftrace \
-	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox
+	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox chromium
 
 .PHONY: all build deps generate check-generated test bench soak demo clean mutate
 

@@ -33,8 +33,16 @@ type Calibration struct {
 	Steps []SweepStep `json:"steps"`
 	// Platform is the platform.json whose constants were used; "" if none
 	// (then the kernel's settings were used, and the params say so).
-	Platform string   `json:"platform,omitempty"`
-	Warnings []string `json:"warnings"`
+	Platform string `json:"platform,omitempty"`
+	// Pauses are the stretches where the broker stopped reading while
+	// bytes waited in its sockets: where gc_threshold_msgs and gc_pause
+	// come from.
+	Pauses CalPauses `json:"pauses"`
+	// Coalescing is per step: how messages were packed into packets and
+	// skbs (ICPE'14 §3.3, Fig. 10), for a model that feeds the measured
+	// arrival pattern rather than modelling TCP.
+	Coalescing []CalCoalescing `json:"coalescing"`
+	Warnings   []string        `json:"warnings"`
 }
 
 // Names of Calibration.Params every calibration has.
@@ -49,7 +57,71 @@ const (
 	CalQuantum        = "quantum"                // ns: q
 	CalGCThreshold    = "gc_threshold_msgs"      // messages between pauses; 0: no pauses seen
 	CalGCPause        = "gc_pause"               // ns: mean pause
+
+	CalRatePeakThroughput = "rate_peak_throughput" // msg/s: the rate of the step with the peak throughput
+	CalContextSwitchCost  = "context_switch_cost"  // ns: one real switch (platform.json), beside the model's c
 )
+
+// CalPauses are the pauses found in the steps below saturation.
+type CalPauses struct {
+	// MinNs is the shortest stall counted as a pause.
+	MinNs int64 `json:"min_ns"`
+	Steps []int `json:"steps,omitempty"`
+	// Count is the pauses found; Intervals the stretches between two
+	// pauses of one step (the messages before a step's first pause are
+	// not an interval: when the previous pause was is unknown).
+	Count     int `json:"count"`
+	Intervals int `json:"intervals"`
+	// Messages read from the end of one pause to the end of the next.
+	MsgsBetweenMedian float64 `json:"msgs_between_median"`
+	MsgsBetweenMean   float64 `json:"msgs_between_mean"`
+	// Durations of the pauses, ns.
+	MeanNs int64 `json:"mean_ns"`
+	P50Ns  int64 `json:"p50_ns"`
+	P90Ns  int64 `json:"p90_ns"`
+	MaxNs  int64 `json:"max_ns"`
+	// MessagesChecked are the first copies whose t_arrive_ns was known;
+	// NoArrive those without it (not checked; counted, never dropped
+	// silently).
+	MessagesChecked int64 `json:"messages_checked"`
+	NoArrive        int64 `json:"messages_without_arrive"`
+	// File lists every pause (step, start, end, duration, messages since
+	// the previous one), relative to calibration.json.
+	File string `json:"file,omitempty"`
+	// With a JVM GC log (calibrate --gc-log), its stop-the-world pauses
+	// in the same windows, and how they compare with the pauses above:
+	// GCLogLong of them last at least MinNs, GCLogFound of those overlap
+	// a pause found in the kernel's data, KernelOnGC of the pauses found
+	// overlap a GC pause.
+	GCLog                  string  `json:"gc_log,omitempty"`
+	GCLogPauses            int     `json:"gc_log_pauses,omitempty"`
+	GCLogTotalNs           int64   `json:"gc_log_total_ns,omitempty"`
+	GCLogMsgsBetweenMedian float64 `json:"gc_log_msgs_between_median,omitempty"`
+	GCLogLong              int     `json:"gc_log_long,omitempty"`
+	GCLogFound             int     `json:"gc_log_found,omitempty"`
+	KernelOnGC             int     `json:"kernel_on_gc,omitempty"`
+}
+
+// CalCoalescing is one step's coalescing statistics.
+type CalCoalescing struct {
+	Step         int     `json:"step"`
+	Pattern      string  `json:"pattern"`
+	RateAchieved float64 `json:"rate_achieved"`
+	// From sweep.json (capture): packets and TCP payload bytes per message.
+	PacketsPerMsgIn  float64 `json:"packets_per_msg_in"`
+	PacketsPerMsgOut float64 `json:"packets_per_msg_out"`
+	BytesPerMsgIn    float64 `json:"bytes_per_msg_in"`
+	BytesPerMsgOut   float64 `json:"bytes_per_msg_out"`
+	// From net.csv over the step's window: payload bytes per packet;
+	// 0 when not recorded.
+	BytesPerPacketIn  float64 `json:"bytes_per_packet_in"`
+	BytesPerPacketOut float64 `json:"bytes_per_packet_out"`
+	// From gso.csv (whole recording), per direction ("in": after GRO,
+	// "out": GSO as handed to the device): mean TCP segments per skb and
+	// the share of skbs carrying more than one.
+	SegsPerSKB    map[string]float64 `json:"segs_per_skb,omitempty"`
+	MultiSegShare map[string]float64 `json:"multi_seg_share,omitempty"`
+}
 
 // CalParam is one parameter.
 type CalParam struct {
@@ -61,7 +133,9 @@ type CalParam struct {
 	// Steps are the Index of the sweep steps it came from.
 	Steps []int `json:"steps,omitempty"`
 	// Source: sweep, kernel (a setting read from the kernel), platform
-	// (platform.json), or default (none measured; the value is assumed).
+	// (platform.json), option (given on the command line), gclog (a JVM
+	// GC log given to calibrate), or default
+	// (none measured; the value is assumed).
 	Source string `json:"source"`
 }
 
@@ -93,4 +167,21 @@ func (c *Calibration) Param(name string) (CalParam, bool) {
 		}
 	}
 	return CalParam{}, false
+}
+
+// CalPausesFile lists every pause a calibration found, beside
+// calibration.json.
+const CalPausesFile = "pauses.csv"
+
+// CalPauseRow is one pause of pauses.csv: a stretch in which the broker
+// read nothing while the bytes of the message read at its end waited in
+// the socket.
+type CalPauseRow struct {
+	Step  int   `csv:"step"`
+	Start int64 `csv:"start_ns"` // the later of the previous read and the waiting bytes' arrival
+	End   int64 `csv:"end_ns"`   // the read that ended it
+	Dur   int64 `csv:"duration_ns"`
+	// MsgsSince is the messages read since the end of the step's previous
+	// pause, this one's first included; empty for a step's first pause.
+	MsgsSince *int64 `csv:"msgs_since_previous"`
 }

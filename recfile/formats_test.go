@@ -56,6 +56,9 @@ func TestFormatsDocListsEveryColumn(t *testing.T) {
 		{PacketsFile, Columns[PacketRow]()},
 		{NetFile, Columns[NetRow]()},
 		{GSOFile, Columns[GSORow]()},
+		{ThreadWindowsFile, Columns[ThreadWindowRow]()},
+		{CalPausesFile, Columns[CalPauseRow]()},
+		{PlatformSamplesDir + "/", Columns[PlatformSample]()},
 	}
 	sections := docColumns(t)
 	for _, f := range files {

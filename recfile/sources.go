@@ -154,3 +154,18 @@ var (
 	SchedMessageColumns = []string{CtxswColumn, OnCPUColumn}
 	SockqMessageColumns = []string{ArriveColumn, SockqWaitColumn}
 )
+
+// ThreadWindowsFile holds the scheduler source's CPU time of each thread of
+// the target in each window: the per-stage demand distributions of a
+// calibration are drawn from it (threads.csv keeps only percentiles).
+const ThreadWindowsFile = "thread_windows.csv"
+
+// ThreadWindowRow is one thread in one window of thread_windows.csv; a
+// thread without CPU time in a window has no row for it.
+type ThreadWindowRow struct {
+	TStart int64 `csv:"t_start_ns"`
+	TEnd   int64 `csv:"t_end_ns"`
+	TID    int   `csv:"tid"`
+	CPUNs  int64 `csv:"cpu_ns"`
+	MsgsIn int   `csv:"msgs_in"`
+}

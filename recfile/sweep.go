@@ -21,8 +21,25 @@ type Sweep struct {
 	SaturatedAt *int `json:"saturated_at,omitempty"`
 	// Scheduler holds the kernel's time-slice settings while the sweep ran.
 	Scheduler SchedSettings `json:"scheduler"`
-	Warnings  []string      `json:"warnings"`
+	// Broker says how the broker lived through the sweep: "started once"
+	// (run mode: one broker for every step, in a cgroup of its own, as the
+	// paper's long-running broker; a JIT warms up once) or "attached".
+	Broker string `json:"broker"`
+	// BrokerCgroup is the cgroup the sweep made for the broker (run mode).
+	BrokerCgroup string `json:"broker_cgroup,omitempty"`
+	// Runs counts the sweep commands that wrote this file: more than one
+	// when an interrupted sweep was resumed.
+	Runs     int      `json:"runs"`
+	Warnings []string `json:"warnings"`
 }
+
+// SweepStatus values of SweepStep.Status.
+const (
+	SweepPending = "pending"
+	SweepDone    = "done"
+	SweepFailed  = "failed"
+	SweepSkipped = "skipped"
+)
 
 // SweepOptions are what the sweep was asked to do.
 type SweepOptions struct {
@@ -45,6 +62,8 @@ type SweepOptions struct {
 	Behind float64 `json:"behind"`
 	// Beyond: keep climbing after saturation.
 	Beyond bool `json:"beyond"`
+	// RecordFlags are passed to every step's `brokertrace record` as given.
+	RecordFlags []string `json:"record_flags,omitempty"`
 }
 
 // SweepStep is one rate of one pattern.
@@ -82,6 +101,19 @@ type SweepStep struct {
 	PacketsPerMsgOut float64 `json:"packets_per_msg_out"`
 	BytesPerMsgIn    float64 `json:"bytes_per_msg_in"`
 	BytesPerMsgOut   float64 `json:"bytes_per_msg_out"`
+	// Losses over the whole step, never left out: messages the load's
+	// consumer never received, and events the recording lost in the
+	// kernel (meta.json dropped + missed).
+	Missing       int    `json:"missing"`
+	DroppedEvents uint64 `json:"dropped_events"`
+	// WallNs is how long the step took, recording start to stop.
+	WallNs int64 `json:"wall_ns,omitempty"`
+	// Absent names the summaries the step's files could not give (a
+	// source switched off or unsupported); their fields are 0.
+	Absent []string `json:"absent,omitempty"`
+	// Warnings are the recording's (meta.json) and the load's, e.g.
+	// messages held longer than record's --id-ttl, left out of Messages.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // SchedSettings are the kernel scheduler's settings that bound a thread's

@@ -1,51 +1,64 @@
 #!/usr/bin/env bash
-# The ICPE'14 Fig. 4/5 experiment on a broker of this machine: nats-server
-# started by `brokertrace run` in a cgroup of its own, pinned to one CPU,
-# driven by `brokertrace load` at rising rates. Prints, per rate, context
-# switches per message by both definitions and broker CPU per message, and
-# leaves one recording per rate plus a parametrised report.
+# The ICPE'14 §3 experiment on this machine with `brokertrace sweep`: the
+# broker started once in a cgroup of its own, pinned to the last CPU, the
+# load on CPU 0, a ladder of rates regular and bursty; the sweep stops
+# climbing past saturation. Each sweep leaves OUT/BROKER/sweep.json, one
+# directory per step and OUT/BROKER/report.html.
 #
-#   sudo scripts/sweep.sh [OUT] [RATES…]      (default: sweep-out 500 1000 2000 4000 8000)
+#   sudo scripts/sweep.sh [OUT] [nats|activemq|both]      (default: sweep-out both)
+#
+# Rerunning resumes an interrupted sweep. STEP, FROM, TO, STEPS override the
+# defaults (20s steps; 1000..128000 msg/s for nats-server, 250..8000 for
+# ActiveMQ, 8 rates).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
 out="${1:-$top/sweep-out}"
-shift || true
-rates=("$@")
-[ ${#rates[@]} -gt 0 ] || rates=(500 1000 2000 4000 8000)
+which="${2:-both}"
 [ "$(id -u)" = 0 ] || { echo "sweep: run as root" >&2; exit 4; }
 [ -x "$bt" ] || { echo "sweep: build first (make build)" >&2; exit 1; }
 cpu=$(($(nproc) - 1))
-rm -rf "$out" && mkdir -p "$out"
+step=${STEP:-20s}
+mkdir -p "$out"
 
-printf '%8s %10s %12s %12s %14s %12s\n' rate msgs sw/msg_thr sw/msg_cpu cpu_us/msg p50_us
-for rate in "${rates[@]}"; do
-	port=$((15222 + RANDOM % 1000))
-	dir="$out/rate-$rate"
-	"$bt" run --cpus "$cpu" --out "$dir" --quiet --json -- nats-server -a 127.0.0.1 -p "$port" \
-		>"$dir.meta.json" 2>"$dir.log" &
-	run=$!
-	for _ in $(seq 300); do grep -q '^brokertrace: attached' "$dir.log" 2>/dev/null && break; sleep 0.1; done
-	count=$((rate * 4))
-	"$bt" load --url "nats://127.0.0.1:$port" --rate "$rate" --count "$count" --warmup 1s --out "$dir" >/dev/null
-	kill -INT "$run"
-	wait "$run" || true
-	python3 - "$dir" "$rate" <<'PY'
-# Only windows in which messages entered count, so idle time before and
-# after the load does not inflate the per-message figures.
-import csv, sys
-d, rate = sys.argv[1], sys.argv[2]
-sched = [r for r in csv.DictReader(open(d + "/sched.csv")) if int(r["msgs_in"]) > 0]
-msgs = sum(int(r["msgs_in"]) for r in sched)
-thr = sum(int(r["switches_target"]) for r in sched)
-cpus = sum(int(r["switches_cpus"]) for r in sched)
-cpu = [r for r in csv.DictReader(open(d + "/cpu.csv")) if int(r["msgs_in"]) > 0]
-busy = sum(float(r["broker_proc_util"] or 0) * (int(r["t_end_ns"]) - int(r["t_start_ns"])) for r in cpu)
-cmsgs = sum(int(r["msgs_in"]) for r in cpu)
-lat = sorted(int(r["latency_ns"]) for r in csv.DictReader(open(d + "/messages.csv")))
-p50 = lat[(len(lat) - 1) // 2] / 1e3 if lat else float("nan")
-print("%8s %10d %12.2f %12.2f %14.1f %12.1f" % (rate, msgs, thr / max(msgs, 1), cpus / max(msgs, 1), busy / max(cmsgs, 1) / 1e3, p50))
-PY
-done
-"$bt" report --out "$out" "$out"/rate-*/ >"$out/report.txt"
-echo "sweep: recordings in $out/rate-*, parametrised report in $out/report.html"
+if [ "$which" = nats ] || [ "$which" = both ]; then
+	"$bt" sweep --url nats://127.0.0.1:14222 --cpus "$cpu" --load-cpus 0 \
+		--from "${FROM:-1000}" --to "${TO:-128000}" --steps "${STEPS:-8}" --pattern both --step "$step" \
+		--out "$out/nats" -- nats-server -a 127.0.0.1 -p 14222
+fi
+
+if [ "$which" = activemq ] || [ "$which" = both ]; then
+	# Debian's ActiveMQ 5 as /usr/bin/activemq runs it, minus the daemon
+	# handling, with an in-memory store and STOMP on 61613 (admin/admin).
+	# Past saturation it holds messages for seconds: record keeps their
+	# ids for a minute (--id-ttl) so that they still get a latency.
+	base="$out/activemq-base"
+	mkdir -p "$base/conf" "$base/data"
+	cat >"$base/conf/activemq.xml" <<XML
+<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="sweep" useJmx="false"
+      persistent="false" useShutdownHook="false" dataDirectory="$base/data">
+    <plugins><simpleAuthenticationPlugin anonymousAccessAllowed="false"><users>
+      <authenticationUser username="admin" password="admin" groups="users,admins"/>
+    </users></simpleAuthenticationPlugin></plugins>
+    <transportConnectors><transportConnector name="stomp" uri="stomp://127.0.0.1:61613"/></transportConnectors>
+  </broker>
+</beans>
+XML
+	printf 'log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\nlog4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n' >"$base/conf/log4j.properties"
+	opens=()
+	for m in java.base/java.security java.base/java.net java.base/java.lang java.base/java.util java.naming/javax.naming.spi \
+		java.rmi/sun.rmi.transport.tcp java.base/java.util.concurrent java.base/java.util.concurrent.atomic; do
+		opens+=(--add-opens "$m=ALL-UNNAMED")
+	done
+	"$bt" sweep --url 'stomp://admin:admin@127.0.0.1:61613' --cpus "$cpu" --load-cpus 0 \
+		--from "${FROM:-250}" --to "${TO:-8000}" --steps "${STEPS:-6}" --pattern both --step "$step" --warmup 5s \
+		--record-flag=--id-ttl=60s --grace 30s --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Djava.net.preferIPv4Stack=true \
+		--add-reads=java.xml=java.logging "${opens[@]}" -Dactivemq.classpath="$base/conf" \
+		-Dactivemq.home=/usr/share/activemq -Dactivemq.base="$base" -Dactivemq.conf="$base/conf" -Dactivemq.data="$base/data" \
+		-jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$base/conf/activemq.xml"
+fi
+echo "sweep: reports in $out/*/report.html"

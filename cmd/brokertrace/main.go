@@ -53,7 +53,7 @@ their bodies; payload bytes never leave the kernel.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd(),
-		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd())
+		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd(), newExportCmd())
 	return root
 }
 

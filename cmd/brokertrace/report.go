@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/analysis"
+	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/report"
 )
 
@@ -37,7 +39,10 @@ writes:
                      cd OUT/plots && gnuplot NAME.gp writes NAME.png
   OUT/figures/       each figure as SVG and PNG
 
-OUT is --out, by default the first DIR.`,
+OUT is --out, by default the first DIR.
+
+A single DIR holding sweep.json (brokertrace sweep --out) gets the sweep's
+report instead: DIR/report.html and DIR/plots/, the curves over its steps.`,
 		Example: `  # A recording and a load run written to the same directory
   brokertrace report run1
 
@@ -60,6 +65,9 @@ OUT is --out, by default the first DIR.`,
 				return withCode(exitUsage, fmt.Errorf("--window %d: give a window of at least 1 message (100 is the usual)", opt.Window))
 			case opt.MaxPoints < 100:
 				return withCode(exitUsage, fmt.Errorf("--max-points %d: give at least 100", opt.MaxPoints))
+			}
+			if len(args) == 1 && isSweepDir(args[0]) {
+				return reportSweep(args[0], asJSON)
 			}
 			rep, err := report.Generate(args, opt)
 			if err != nil {
@@ -86,4 +94,28 @@ OUT is --out, by default the first DIR.`,
 	fl.IntVar(&opt.MaxPoints, "max-points", 4000, "points drawn per curve in the figures; longer series are drawn as per-bucket min and max (the .dat files keep every value)")
 	fl.BoolVar(&asJSON, "json", false, "print the summary as JSON instead of text")
 	return cmd
+}
+
+// isSweepDir says whether dir holds a sweep (brokertrace sweep --out).
+func isSweepDir(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, recfile.SweepFile))
+	return err == nil
+}
+
+// reportSweep rewrites a sweep's report.
+func reportSweep(dir string, asJSON bool) error {
+	rep, err := report.Sweep(dir)
+	if err != nil {
+		if errors.Is(err, report.ErrInput) {
+			return withCode(exitUsage, err)
+		}
+		return withCode(exitFailure, err)
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	fmt.Printf("sweep report: %s (%d figures over %d steps done, %d files)\n", rep.HTML, len(rep.Figures), rep.Steps, len(rep.Files))
+	return nil
 }

@@ -1,18 +1,196 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/brokertrace/brokertrace/probes"
+	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/record"
+	"github.com/brokertrace/brokertrace/report"
+	"github.com/brokertrace/brokertrace/sweep"
 )
 
-// newSweepCmd is being built.
+// sweepFlags are the flags of `brokertrace sweep` beyond sweep.Config's.
+type sweepFlags struct {
+	cfg                sweep.Config
+	from, to           float64
+	steps              int
+	step, warmup, cool time.Duration
+	asJSON, noReport   bool
+}
+
 func newSweepCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:    "sweep",
-		Hidden: true,
-		RunE: func(*cobra.Command, []string) error {
-			return withCode(exitFailure, errors.New("sweep: not built yet"))
-		},
+	var f sweepFlags
+	o := &f.cfg.Options
+	cmd := &cobra.Command{
+		Use:   "sweep --url URL (--pid PID | --port PORT | --name NAME | -- CMD [ARGS...]) [flags]",
+		Short: "Measure a broker at a ladder of rates: one recording and load run per step, the paper's curves",
+		Long: `sweep measures a broker at rising message rates, the experiment of ICPE'14 §3:
+for each rate (and pattern) a step directory with a recording (brokertrace
+record attached to the broker) and a load run (brokertrace load at that rate,
+--step long), exactly as record and load write them. Each step is summarised
+over its measured window, which leaves out the load's first --warmup and its
+last --cooldown: throughput the consumer achieved, broker CPU (its cgroup,
+else /proc schedstat) and system CPU, context switches per message by both
+definitions, broker latency, packets and bytes per message.
+
+The broker is either attached (--pid, --port, --name) or, with a command
+after --, started ONCE for the whole sweep in a cgroup of its own, pinned to
+--cpus, and stopped at the end (as a long-running broker is; a JVM broker's
+JIT warms up once). The load is pinned to --load-cpus.
+
+A step whose achieved rate is below --behind × the asked rate is saturated;
+the steps after it are skipped unless --beyond. With --pattern both every
+rate runs regular, then bursty.
+
+OUT/sweep.json is rewritten after every step. Rerunning the same command
+with the same --out resumes: steps done with complete files are kept, the
+others run again; other options are refused unless --restart. Ctrl-C ends
+the running step with complete files and marks it failed (a rerun redoes it).
+
+At the end it writes OUT/report.html, OUT/plots/*.dat and *.gp: actual vs
+asked throughput (Fig. 5), CPU utilisation and context switches per message
+vs throughput (Fig. 4), packets and bytes per message (Fig. 10), broker
+latency distributions per rate (Figs. 11-13), regular vs bursty at one rate
+(Fig. 2). brokertrace report OUT rewrites them.
+
+Exit status: 0 every step done (saturated or not); 1 a step failed or the
+sweep was interrupted (rerun to resume); 2 bad flags or options that differ
+from the stored sweep; 3 the broker could not be started or reached; 4 not
+root or the kernel lacks a feature.`,
+		Example: `  # nats-server started by the sweep on CPU 1, load on CPU 0, 10 rates
+  sudo brokertrace sweep --url nats://127.0.0.1:4222 --cpus 1 --load-cpus 0 \
+      --from 1000 --to 100000 --steps 10 --out nats-sweep -- nats-server -a 127.0.0.1 -p 4222
+
+  # ActiveMQ already running, over STOMP, regular and bursty at each rate
+  sudo brokertrace sweep --url 'stomp://admin:admin@127.0.0.1:61613' --name java \
+      --rates 500,1000,2000,4000 --pattern both --burst 10 --out amq-sweep
+
+  # resume an interrupted sweep: the same command again
+  sudo brokertrace sweep --url nats://127.0.0.1:4222 --port 4222 --rates 1000,2000 --out s1`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runSweep(cmd, &f, args) },
 	}
+	fl := cmd.Flags()
+	fl.SetInterspersed(false)
+	fl.StringVar(&o.URL, "url", "", "broker URL the load connects to (nats://, stomp://, mqtt://, amqp://, redis://, tcp://; see brokertrace load --help)")
+	fl.IntVar(&f.cfg.PID, "pid", 0, "attach to the broker with this pid")
+	fl.IntVar(&f.cfg.Port, "port", 0, "attach to the broker listening on this TCP port")
+	fl.StringVar(&f.cfg.Name, "name", "", "attach to the broker with this process name")
+	fl.Float64SliceVar(&o.Rates, "rates", nil, "rates in msg/s, comma-separated, in the order run (lowest first)")
+	fl.Float64Var(&f.from, "from", 0, "with --to and --steps: the lowest rate of a geometric ladder")
+	fl.Float64Var(&f.to, "to", 0, "the highest rate of the geometric ladder")
+	fl.IntVar(&f.steps, "steps", 0, "how many rates the geometric ladder has")
+	fl.StringVar(&o.Pattern, "pattern", sweep.PatternRegular, "regular, bursty or both (each rate regular then bursty)")
+	fl.IntVar(&o.Burst, "burst", 10, "messages per burst (bursty)")
+	fl.IntVar(&o.Size, "size", 975, "message body bytes, marker included")
+	fl.DurationVar(&f.step, "step", 20*time.Second, "how long each step sends")
+	fl.DurationVar(&f.warmup, "warmup", 3*time.Second, "start of each step left out of its summary")
+	fl.DurationVar(&f.cool, "cooldown", time.Second, "end of each step's sending left out of its summary")
+	fl.DurationVar(&f.cfg.Drain, "drain", 5*time.Second, "after each step's last send, how long the load waits for outstanding messages")
+	fl.StringVar(&o.BrokerCPUs, "cpus", "", "run mode: pin the broker to these CPUs (cpuset list: 1 or 0-3,6)")
+	fl.StringVar(&o.LoadCPUs, "load-cpus", "", "pin the load (and brokertrace record's own threads) to these CPUs")
+	fl.Float64Var(&o.Behind, "behind", 0.95, "a step whose achieved rate is below this share of the asked rate is saturated")
+	fl.BoolVar(&o.Beyond, "beyond", false, "keep climbing after a saturated step")
+	fl.StringArrayVar(&o.RecordFlags, "record-flag", nil, "pass this flag to every step's brokertrace record (repeat: --record-flag=--capture=false)")
+	fl.StringVar(&f.cfg.Out, "out", "", "sweep directory (default brokertrace-sweep-YYYYMMDD-HHMMSS)")
+	fl.BoolVar(&f.cfg.Restart, "restart", false, "start over when --out holds a sweep asked with other options")
+	fl.DurationVar(&f.cfg.Grace, "grace", 20*time.Second, "run mode: time the broker has to exit after SIGTERM at the end")
+	fl.BoolVar(&f.asJSON, "json", false, "print sweep.json on stdout at the end")
+	fl.BoolVar(&f.noReport, "no-report", false, "do not write report.html and plots/ at the end")
+	return cmd
+}
+
+func runSweep(cmd *cobra.Command, f *sweepFlags, args []string) error {
+	c := &f.cfg
+	o := &c.Options
+	o.Command = args
+	o.StepNs, o.WarmupNs, o.CooldownNs = int64(f.step), int64(f.warmup), int64(f.cool)
+	if err := sweepRates(cmd, f); err != nil {
+		return err
+	}
+	if o.Pattern == sweep.PatternRegular && cmd.Flags().Changed("burst") {
+		return withCode(exitUsage, errors.New("sweep: --burst only applies to --pattern bursty or both"))
+	}
+	if c.Out == "" {
+		c.Out = "brokertrace-sweep-" + time.Now().Format("20060102-150405")
+	}
+	if err := probes.CheckPrivileges(); err != nil {
+		return withCode(exitNoPriv, err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return withCode(exitFailure, err)
+	}
+	c.Exe, c.Version, c.Progress = exe, record.Version, cmd.ErrOrStderr()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The run-mode broker is killed when the thread that forked it ends.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	sw, err := sweep.Run(ctx, *c)
+	if sw != nil && !f.noReport {
+		if _, rerr := report.Sweep(c.Out); rerr != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: sweep report: %v\n", rerr)
+		} else {
+			fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: sweep report in %s/report.html\n", c.Out)
+		}
+	}
+	if sw != nil && f.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(sw)
+	}
+	if err != nil {
+		return withCode(sweepCode(err), err)
+	}
+	if n := failedSteps(sw); n > 0 {
+		return withCode(exitFailure, fmt.Errorf("sweep: %d step(s) failed (see %s); rerun the same command to retry them", n, recfile.SweepFile))
+	}
+	return nil
+}
+
+// sweepRates sets the rates from --rates or the geometric ladder.
+func sweepRates(cmd *cobra.Command, f *sweepFlags) error {
+	ladder := cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || cmd.Flags().Changed("steps")
+	switch {
+	case ladder && len(f.cfg.Options.Rates) > 0:
+		return withCode(exitUsage, errors.New("sweep: give either --rates or --from/--to/--steps"))
+	case ladder:
+		r, err := sweep.GeometricRates(f.from, f.to, f.steps)
+		if err != nil {
+			return withCode(exitUsage, err)
+		}
+		f.cfg.Options.Rates = r
+	}
+	return nil
+}
+
+func sweepCode(err error) int {
+	switch {
+	case errors.Is(err, sweep.ErrConfig), errors.Is(err, sweep.ErrOptionsDiffer):
+		return exitUsage
+	case errors.Is(err, sweep.ErrBroker):
+		return exitNoTarget
+	}
+	return exitFailure
+}
+
+func failedSteps(sw *recfile.Sweep) int {
+	n := 0
+	for _, st := range sw.Steps {
+		if st.Status == recfile.SweepFailed {
+			n++
+		}
+	}
+	return n
 }

@@ -60,6 +60,7 @@ var layer = map[string]int{
 
 	"internal/testbroker": 6, // tests only
 	"internal/testutil":   6, // tests only
+	"internal/browser":    6, // tests only: pages in headless Chromium
 	"internal/layers":     9,
 }
 

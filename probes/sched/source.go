@@ -213,7 +213,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	defer s.tr.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := source.Result{Files: []string{SchedFile, ThreadsFile}}
+	res := source.Result{Files: []string{SchedFile, ThreadsFile, ThreadWindowsFile}}
 	first, last := s.samples[0], s.samples[len(s.samples)-1]
 	if s.first != nil {
 		first = *s.first
@@ -249,6 +249,9 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		return res, err
 	}
 	if err := s.writeThreads(tl, threads); err != nil {
+		return res, err
+	}
+	if err := s.writeThreadWindows(tl); err != nil {
 		return res, err
 	}
 	if meta.EventsDropped > 0 {

@@ -1,2 +1,0 @@
-// Package calibrate is being built.
-package calibrate

@@ -1,0 +1,271 @@
+package calibrate
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// The roles of the pipeline, in the order a message passes, and the
+// model's place for each (ICPE'14 Fig. 8).
+var roles = []struct{ role, place string }{
+	{"reads", "accept-msg"},
+	{"between", "process"},
+	{"writes", "dispatch"},
+}
+
+// stageData collects one role's samples over the steps near saturation.
+type stageData struct {
+	threads []string
+	samples []float64 // ns of CPU per message entering, window by window
+	steps   []int
+}
+
+// stages derives the per-stage demand distributions from the steps near
+// saturation and writes each stage's samples (upper decile discarded,
+// scaled so the stages' means and the system's sum to demand_per_msg).
+func (c *calibration) stages() error {
+	near := slices.DeleteFunc(slices.Clone(c.steps), func(s *step) bool { return s.RateAchieved < c.opt.Near*c.peak.RateAchieved })
+	data := make([]stageData, len(roles))
+	for _, s := range near {
+		if err := c.stepStages(s, data); err != nil {
+			return err
+		}
+	}
+	var sum float64
+	kept := make([][]float64, len(roles))
+	for i, d := range data {
+		if len(d.samples) > 0 {
+			kept[i] = trimUpperDecile(d.samples)
+			sum += mean(kept[i])
+		}
+	}
+	if sum <= 0 {
+		return fmt.Errorf("steps %s (near saturation, ≥ %.0f%% of the peak): no CPU time of the broker's threads — were they recorded with the scheduler source (--sched)?", joinInts(indexes(near)), 100*c.opt.Near)
+	}
+	demand := 1e9 / c.peak.RateAchieved
+	scale := demand / (sum * (1 + c.share))
+	c.add(recfile.CalParam{Name: recfile.CalDemandScale, Value: scale, Unit: "1", Source: "sweep", Steps: indexes(near),
+		Derivation: fmt.Sprintf("demand_per_msg / (Σ trimmed stage means × (1 + system_share)) = %.0f / (%.0f × %.3f): the measured demands, scaled to sustain the peak throughput", demand, sum, 1+c.share)})
+	for i, d := range data {
+		if len(d.samples) == 0 {
+			continue
+		}
+		st, err := c.stage(i, d, kept[i], scale)
+		if err != nil {
+			return err
+		}
+		c.cal.Stages = append(c.cal.Stages, st)
+	}
+	sys, err := c.systemStage(near, c.share*sum*scale)
+	if err != nil {
+		return err
+	}
+	sys.Derivation = fmt.Sprintf("system_share × Σ trimmed broker stage means × demand_scale = %.3f × %.0f × %.4f ns: CPU spent outside the broker's threads; ", c.share, sum, scale) + sys.Derivation
+	c.cal.Stages = append(c.cal.Stages, sys)
+	return nil
+}
+
+// systemStage is the system place: its mean is set by system_share (from
+// the steps below saturation); the shape of its distribution is that of
+// the CPU outside the broker per message, window by window, in the steps
+// near saturation (upper decile discarded), scaled to that mean.
+func (c *calibration) systemStage(near []*step, meanNs float64) (recfile.CalStage, error) {
+	st := recfile.CalStage{Name: "system", Role: "outside", MeanNs: meanNs, RawMeanNs: meanNs, TrimmedMeanNs: meanNs, Steps: indexes(near)}
+	var samples []float64
+	for _, s := range near {
+		sums, _, err := c.stepShare(s)
+		if err != nil {
+			return st, err
+		}
+		samples = append(samples, sums.perMsg...)
+	}
+	kept := trimUpperDecile(samples)
+	if m := mean(kept); m <= 0 || meanNs <= 0 {
+		st.Derivation = "no distribution: no CPU outside the broker in the windows near saturation"
+		return st, nil
+	}
+	f := meanNs / mean(kept)
+	st.Samples, st.DemandFile = len(kept), "demand_system.txt"
+	st.Derivation = fmt.Sprintf("the distribution is the CPU outside the broker (%s) per message in %d windows near saturation (%d kept under the upper decile, mean %.0f ns), × %.4f to that mean",
+		c.opt.ShareFrom, len(samples), len(kept), mean(kept), f)
+	return st, writeDemands(filepath.Join(c.outDir, st.DemandFile), kept, f)
+}
+
+// writeDemands writes one demand in ns per line, each sample × scale.
+func writeDemands(path string, samples []float64, scale float64) error {
+	var b strings.Builder
+	for _, v := range samples {
+		b.WriteString(strconv.FormatFloat(v*scale, 'f', 0, 64))
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
+
+// stage finishes one broker stage and writes its demand file.
+func (c *calibration) stage(i int, d stageData, kept []float64, scale float64) (recfile.CalStage, error) {
+	r := roles[i]
+	st := recfile.CalStage{Name: r.place, Role: r.role, Threads: d.threads, RawMeanNs: mean(d.samples), TrimmedMeanNs: mean(kept),
+		Samples: len(kept), Steps: d.steps, DemandFile: "demand_" + r.place + ".txt"}
+	st.MeanNs = st.TrimmedMeanNs * scale
+	st.Derivation = fmt.Sprintf("CPU time of the threads that %s per message entering, window by window (%d windows, %d kept under the upper decile): raw mean %.0f ns, trimmed %.0f ns, × demand_scale %.4f = %.0f ns; per-window means are narrower than per-message demands",
+		roleVerb(r.role), len(d.samples), len(kept), st.RawMeanNs, st.TrimmedMeanNs, scale, st.MeanNs)
+	return st, writeDemands(filepath.Join(c.outDir, st.DemandFile), kept, scale)
+}
+
+func roleVerb(role string) string {
+	switch role {
+	case "reads":
+		return "read messages"
+	case "writes":
+		return "write messages (and read none)"
+	}
+	return "neither read nor write messages"
+}
+
+// stepStages adds one step's samples: each thread's role from the
+// messages it read and wrote in the step's window, and per window of
+// thread_windows.csv the CPU time of each role over the messages that
+// entered the broker in it.
+func (c *calibration) stepStages(s *step, data []stageData) error {
+	msgs, err := scanMsgs(s)
+	if err != nil {
+		return err
+	}
+	role := func(tid int) int {
+		switch {
+		case msgs.readBy[uint32(tid)] > 0:
+			return 0
+		case msgs.writtenBy[uint32(tid)] > 0:
+			return 2
+		}
+		return 1
+	}
+	rows, err := recfile.ReadTable[recfile.ThreadWindowRow](filepath.Join(s.dir, recfile.ThreadWindowsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return c.stepStagesTotals(s, data, role)
+	}
+	if err != nil {
+		return fmt.Errorf("step %d: %w", s.Index, err)
+	}
+	type win struct {
+		start int64
+		in    int
+		cpu   [3]float64
+	}
+	var wins []win
+	seen := map[int]bool{}
+	for _, r := range rows {
+		if r.TStart < s.start || r.TEnd > s.end || r.MsgsIn == 0 {
+			continue
+		}
+		if len(wins) == 0 || wins[len(wins)-1].start != r.TStart {
+			wins = append(wins, win{start: r.TStart, in: r.MsgsIn})
+		}
+		wins[len(wins)-1].cpu[role(r.TID)] += float64(r.CPUNs)
+		seen[r.TID] = true
+	}
+	c.addThreads(s, data, seen, role)
+	for _, w := range wins {
+		for i := range data {
+			if len(data[i].steps) > 0 && data[i].steps[len(data[i].steps)-1] == s.Index {
+				data[i].samples = append(data[i].samples, w.cpu[i]/float64(w.in))
+			}
+		}
+	}
+	return nil
+}
+
+// addThreads names each role's threads of one step (tid/comm from
+// threads.csv) and marks the step as a source of the roles that have any.
+func (c *calibration) addThreads(s *step, data []stageData, seen map[int]bool, role func(int) int) {
+	comm := map[int]string{}
+	if rows, err := recfile.ReadTable[recfile.ThreadRow](filepath.Join(s.dir, recfile.ThreadsFile)); err == nil {
+		for _, r := range rows {
+			comm[r.TID] = r.Comm
+		}
+	}
+	tids := slices.Sorted(func(yield func(int) bool) {
+		for t := range seen {
+			if !yield(t) {
+				return
+			}
+		}
+	})
+	for _, t := range tids {
+		d := &data[role(t)]
+		if len(d.steps) == 0 || d.steps[len(d.steps)-1] != s.Index {
+			d.steps = append(d.steps, s.Index)
+		}
+		d.threads = append(d.threads, fmt.Sprintf("step %d: %d/%s", s.Index, t, comm[t]))
+	}
+}
+
+// stepStagesTotals is the fallback for recordings without
+// thread_windows.csv: one sample per stage and step, the threads' CPU
+// over the recording (threads.csv) per message that entered.
+func (c *calibration) stepStagesTotals(s *step, data []stageData, role func(int) int) error {
+	rows, err := recfile.ReadTable[recfile.ThreadRow](filepath.Join(s.dir, recfile.ThreadsFile))
+	if err != nil {
+		return fmt.Errorf("step %d: no %s, and %w", s.Index, recfile.ThreadWindowsFile, err)
+	}
+	c.warn("step %d has no %s (recorded before it existed): one demand sample per stage from threads.csv totals, no distribution", s.Index, recfile.ThreadWindowsFile)
+	var cpu [3]float64
+	total := 0
+	seen := map[int]bool{}
+	for _, r := range rows {
+		total += r.MessagesRead
+		cpu[role(r.TID)] += float64(r.CPUNs)
+		if r.CPUNs > 0 {
+			seen[r.TID] = true
+		}
+	}
+	c.addThreads(s, data, seen, role)
+	for i := range data {
+		if total > 0 && len(data[i].steps) > 0 && data[i].steps[len(data[i].steps)-1] == s.Index {
+			data[i].samples = append(data[i].samples, cpu[i]/float64(total))
+		}
+	}
+	return nil
+}
+
+// trimUpperDecile drops the largest tenth of xs (rounded down), keeping
+// the rest in their order: ICPE'14 discarded the upper decile of its
+// demand measurements as distorted by waiting.
+func trimUpperDecile(xs []float64) []float64 {
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int { return cmp.Compare(xs[a], xs[b]) })
+	drop := map[int]bool{}
+	for _, i := range idx[len(xs)-len(xs)/10:] {
+		drop[i] = true
+	}
+	out := make([]float64, 0, len(xs))
+	for i, x := range xs {
+		if !drop[i] {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

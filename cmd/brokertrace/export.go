@@ -1,0 +1,235 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/brokertrace/brokertrace/model/jmva"
+	"github.com/brokertrace/brokertrace/model/lqn"
+	"github.com/brokertrace/brokertrace/model/qpme"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// exportFlags are the flags of `brokertrace export`.
+type exportFlags struct {
+	formats   []string
+	out       string
+	rate      float64
+	pattern   string
+	burst     int
+	strategy  string
+	layout    string
+	runLength time.Duration
+	bins      int
+	asJSON    bool
+}
+
+// exportResult is what export did, for --json and the summary.
+type exportResult struct {
+	Calibration string    `json:"calibration"`
+	Rate        float64   `json:"rate"` // msg/s
+	RateFrom    string    `json:"rate_from"`
+	Pattern     string    `json:"pattern"`
+	Burst       int       `json:"burst,omitempty"`
+	WhatIf      []float64 `json:"whatif_rates,omitempty"`
+	Files       []string  `json:"files"`
+	Warnings    []string  `json:"warnings"`
+}
+
+func newExportCmd() *cobra.Command {
+	var f exportFlags
+	cmd := &cobra.Command{
+		Use:   "export CALIBRATION [--format qpme,jmva,lqn] [--out DIR]",
+		Short: "Write the calibrated broker model for QPME (.qpe), JMT's JMVA (.jmva) and lqns (.lqnx)",
+		Long: `export turns a calibration (brokertrace calibrate: calibration.json, or the
+directory holding it) into models the usual tools open:
+
+  model.qpe                QPME queueing Petri net of ICPE'14 Fig. 8 (places
+                           input, accept-msg, process, dispatch, system, queue,
+                           gc-idle, gc-active; colours msg, ack, collector,
+                           garbage), for QPME's editor and SimQPN
+  model-PLACE-pdf.txt      the Empirical demand distributions it reads
+  model.jmva               open product-form network for JMT's JMVA, with a
+                           what-if over the sweep's rates
+  model.lqnx               layered queueing network for lqns / lqsim
+
+All times in the files are seconds. The arrival rate is --rate, by default
+the highest rate the sweep ran below saturation (its pattern and burst too).
+No format can express everything the calibration holds (the context-switch
+cost c is in none); docs/model-export.md says what each leaves out.`,
+		Example: `  # all three formats next to the calibration
+  brokertrace export sweep1/calibration.json
+
+  # QPME only, bursty arrivals of 10 at 8000 msg/s, into models/
+  brokertrace export sweep1 --format qpme --rate 8000 --pattern bursty --burst 10 --out models
+
+  # machine-readable summary
+  brokertrace export sweep1 --json`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return withCode(exitUsage, errors.New("give one calibration: calibration.json or the directory holding it (brokertrace calibrate writes it)"))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runExport(cmd, args[0], f) },
+	}
+	fl := cmd.Flags()
+	fl.StringSliceVar(&f.formats, "format", []string{"qpme", "jmva", "lqn"}, "formats to write: qpme, jmva, lqn")
+	fl.StringVar(&f.out, "out", "", "directory for the model files (default: the calibration's directory)")
+	fl.Float64Var(&f.rate, "rate", 0, "arrival rate, msg/s (default: the highest rate the sweep ran below saturation)")
+	fl.StringVar(&f.pattern, "pattern", "", "arrivals in the .qpe: regular, bursty or poisson (default: that step's pattern)")
+	fl.IntVar(&f.burst, "burst", 0, "messages per burst with --pattern bursty (default: that step's burst)")
+	fl.StringVar(&f.strategy, "strategy", qpme.StrategyPS, "QPME scheduling of the stages: ps (one processor-sharing queue on the broker's CPUs) or fcfs (a one-server queue per thread)")
+	fl.StringVar(&f.layout, "layout", "", "JMVA layout: stages (a station per stage) or cpu (one shared CPU station, a class per stage); default: cpu for a broker on one CPU")
+	fl.DurationVar(&f.runLength, "run-length", time.Minute, "SimQPN run length in model time (a tenth is ramp-up)")
+	fl.IntVar(&f.bins, "bins", 50, "bins of each QPME Empirical distribution")
+	fl.BoolVar(&f.asJSON, "json", false, "print what was written as JSON")
+	return cmd
+}
+
+func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
+	for _, fm := range f.formats {
+		if !slices.Contains([]string{"qpme", "jmva", "lqn"}, fm) {
+			return withCode(exitUsage, fmt.Errorf("--format %q: use qpme, jmva or lqn (comma-separated)", fm))
+		}
+	}
+	if f.rate < 0 || f.burst < 0 || f.bins < 1 || f.runLength <= 0 {
+		return withCode(exitUsage, fmt.Errorf("--rate %v, --burst %d, --bins %d, --run-length %v: none may be negative, bins and run length must be positive", f.rate, f.burst, f.bins, f.runLength))
+	}
+	path := arg
+	if st, err := os.Stat(arg); err == nil && st.IsDir() {
+		path = filepath.Join(arg, recfile.CalibrationFile)
+	}
+	var cal recfile.Calibration
+	if err := recfile.ReadJSON(filepath.Dir(path), filepath.Base(path), &cal); err != nil {
+		return withCode(exitUsage, fmt.Errorf("reading the calibration %s: %w", path, err))
+	}
+	res := exportResult{Calibration: path, Warnings: []string{}}
+	if err := chooseRate(&cal, f, &res); err != nil {
+		return withCode(exitUsage, err)
+	}
+	out := f.out
+	if out == "" {
+		out = filepath.Dir(path)
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return withCode(exitFailure, err)
+	}
+	for _, fm := range f.formats {
+		if err := exportFormat(fm, &cal, os.DirFS(filepath.Dir(path)), out, f, &res); err != nil {
+			if errors.Is(err, errExportInput) {
+				return withCode(exitUsage, err)
+			}
+			return withCode(exitFailure, err)
+		}
+	}
+	return printExport(cmd, &res, f.asJSON)
+}
+
+// errExportInput marks a model the calibration (or the flags) cannot make.
+var errExportInput = errors.New("cannot export")
+
+// chooseRate fills the rate, pattern and what-if rates: the flags where
+// given, else the sweep's highest unsaturated step.
+func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) error {
+	var best *recfile.SweepStep
+	for i := range cal.Steps {
+		s := &cal.Steps[i]
+		if s.Status != "done" {
+			continue
+		}
+		if !slices.Contains(res.WhatIf, s.RateAsked) {
+			res.WhatIf = append(res.WhatIf, s.RateAsked)
+		}
+		if !s.Saturated && (best == nil || s.RateAsked > best.RateAsked || s.RateAsked == best.RateAsked && s.Pattern == qpme.PatternRegular) {
+			best = s
+		}
+	}
+	slices.Sort(res.WhatIf)
+	res.Rate, res.Pattern, res.Burst = f.rate, f.pattern, f.burst
+	switch {
+	case f.rate > 0:
+		res.RateFrom = "--rate"
+	case best != nil:
+		res.Rate, res.RateFrom = best.RateAsked, fmt.Sprintf("sweep step %d, the highest asked rate below saturation", best.Index)
+		if res.Pattern == "" {
+			res.Pattern = best.Pattern
+		}
+		if res.Burst == 0 {
+			res.Burst = best.Burst
+		}
+	default:
+		return errors.New("the calibration lists no completed step below saturation: give --rate")
+	}
+	if res.Pattern == "" {
+		res.Pattern = qpme.PatternRegular
+	}
+	return nil
+}
+
+// exportFormat writes one format's files into out.
+func exportFormat(format string, cal *recfile.Calibration, src fs.FS, out string, f exportFlags, res *exportResult) error {
+	var buf bytes.Buffer
+	var extra []qpme.File
+	var name string
+	var err error
+	switch format {
+	case "qpme":
+		name = "model.qpe"
+		extra, err = qpme.Write(&buf, cal, qpme.Options{Rate: res.Rate, Pattern: res.Pattern, Burst: res.Burst,
+			Strategy: f.strategy, RunLength: f.runLength.Seconds(), Bins: f.bins, Demands: src, Prefix: "model"})
+	case "jmva":
+		name = "model.jmva"
+		var warns []string
+		warns, err = jmva.Write(&buf, cal, jmva.Options{Rate: res.Rate, WhatIf: res.WhatIf, Layout: f.layout})
+		for _, w := range warns {
+			res.Warnings = append(res.Warnings, "jmva: "+w)
+		}
+	case "lqn":
+		name = "model.lqnx"
+		err = lqn.Write(&buf, cal, lqn.Options{Rate: res.Rate})
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %v", errExportInput, err)
+	}
+	files := append([]qpme.File{{Name: name, Data: buf.Bytes()}}, extra...)
+	for _, fl := range files {
+		p := filepath.Join(out, fl.Name)
+		if err := os.WriteFile(p, fl.Data, 0o644); err != nil {
+			return err
+		}
+		res.Files = append(res.Files, p)
+	}
+	return nil
+}
+
+func printExport(cmd *cobra.Command, res *exportResult, asJSON bool) error {
+	w := cmd.OutOrStdout()
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Fprintf(w, "calibration %s; arrivals %s at %g msg/s (%s)", res.Calibration, res.Pattern, res.Rate, res.RateFrom)
+	if res.Pattern == qpme.PatternBursty {
+		fmt.Fprintf(w, ", bursts of %d", res.Burst)
+	}
+	fmt.Fprintf(w, "; times in seconds\n")
+	for _, p := range res.Files {
+		fmt.Fprintf(w, "wrote %s\n", p)
+	}
+	if len(res.Warnings) > 0 {
+		fmt.Fprintf(w, "warnings:\n  %s\n", strings.Join(res.Warnings, "\n  "))
+	}
+	return nil
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// exportCalibration writes a calibration made by hand: stages summing to
+// 125 µs (a shared CPU saturates at 8000 msg/s), steps at 1000, 5000 and
+// 9000 msg/s regular (the last saturated) and 5000 bursty.
+func exportCalibration(t *testing.T) string {
+	dir := t.TempDir()
+	cal := recfile.Calibration{Sweep: "sweep1", Broker: "activemq", CPUs: 1,
+		Stages: []recfile.CalStage{
+			{Name: "accept-msg", MeanNs: 40000, DemandFile: "demand_accept-msg.txt"},
+			{Name: "process", MeanNs: 25000},
+			{Name: "dispatch", MeanNs: 40000},
+			{Name: "system", MeanNs: 20000},
+		},
+		Steps: []recfile.SweepStep{
+			{Index: 0, Pattern: "regular", RateAsked: 1000, Status: "done"},
+			{Index: 1, Pattern: "regular", RateAsked: 5000, Status: "done"},
+			{Index: 2, Pattern: "regular", RateAsked: 9000, Status: "done", Saturated: true},
+			{Index: 3, Pattern: "bursty", Burst: 10, RateAsked: 5000, Status: "done"},
+		}}
+	data, _ := json.Marshal(cal)
+	if err := os.WriteFile(filepath.Join(dir, recfile.CalibrationFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "demand_accept-msg.txt"), []byte("30000\n35000\n40000\n45000\n50000\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestExport(t *testing.T) {
+	dir := exportCalibration(t)
+	out, err := exec.Command(binary, "export", dir, "--json").Output()
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	var res exportResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	// The highest rate below saturation, its regular step over the bursty one.
+	if res.Rate != 5000 || res.Pattern != "regular" || !strings.Contains(res.RateFrom, "step 1") {
+		t.Errorf("rate %v %s from %q, want 5000 regular from step 1", res.Rate, res.Pattern, res.RateFrom)
+	}
+	if !slices.Equal(res.WhatIf, []float64{1000, 5000, 9000}) {
+		t.Errorf("what-if rates %v", res.WhatIf)
+	}
+	var names []string
+	for _, p := range res.Files {
+		if filepath.Dir(p) != dir {
+			t.Errorf("%s written outside the calibration's directory", p)
+		}
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Errorf("%s: %v", p, err)
+		}
+		names = append(names, filepath.Base(p))
+	}
+	slices.Sort(names)
+	want := []string{"model-accept-msg-pdf.txt", "model-constant-pdf.txt", "model.jmva", "model.lqnx", "model.qpe"}
+	if !slices.Equal(names, want) {
+		t.Errorf("files %v, want %v", names, want)
+	}
+	// 9000 msg/s is past the shared CPU's 8000: JMVA's what-if leaves it out, and says so.
+	if len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "9000") {
+		t.Errorf("warnings %q", res.Warnings)
+	}
+	qpe, _ := os.ReadFile(filepath.Join(dir, "model.qpe"))
+	if !strings.Contains(string(qpe), `pdf_filename="model-accept-msg-pdf.txt"`) || !strings.Contains(string(qpe), `offset="0.0002"`) {
+		t.Errorf("model.qpe lacks accept-msg's Empirical demand or the regular 1/5000 s arrivals")
+	}
+}
+
+func TestExportBadInput(t *testing.T) {
+	dir := exportCalibration(t)
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"export", dir, "--format", "qpn"}, exitUsage, "--format"},
+		{[]string{"export", filepath.Join(dir, "nosuch.json")}, exitUsage, "reading the calibration"},
+		{[]string{"export", dir, "--format", "jmva", "--rate", "9000"}, exitUsage, "saturation"},
+		{[]string{"export"}, exitUsage, "give one calibration"},
+	} {
+		cmd := exec.Command(binary, tc.args...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != tc.code || !strings.Contains(stderr.String(), tc.says) {
+			t.Errorf("%v: exit %v, stderr %q; want exit %d saying %q", tc.args, err, stderr.String(), tc.code, tc.says)
+		}
+	}
+}

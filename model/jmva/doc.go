@@ -1,2 +1,0 @@
-// Package jmva is being built.
-package jmva

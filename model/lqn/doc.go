@@ -1,2 +1,0 @@
-// Package lqn is being built.
-package lqn

@@ -1,2 +1,0 @@
-// Package qpme is being built.
-package qpme

@@ -1,0 +1,168 @@
+package sim
+
+import "slices"
+
+// The scheduling strategy of ICPE'14 §4.3, on m.CPUs processors.
+
+// eligible: a broker thread may not start a token during a GC pause.
+func (e *engine) eligible(s int) bool { return !e.gc || e.m.Stages[s].Outside }
+
+// wake makes thread s runnable: on an idle CPU if there is one (the one it
+// ran on last, as Linux prefers a task's previous CPU, else one never
+// used, else the first), or at the back of the ready queue.
+func (e *engine) wake(s int) {
+	th := &e.threads[s]
+	if th.cpu >= 0 || th.queued {
+		return
+	}
+	if k := e.idleCPU(s); k >= 0 && e.eligible(s) {
+		e.start(k, s)
+		return
+	}
+	th.queued = true
+	e.ready = append(e.ready, s)
+}
+
+func (e *engine) idleCPU(s int) int {
+	best := -1
+	for k := range e.cpus {
+		c := &e.cpus[k]
+		switch {
+		case c.cur >= 0:
+		case c.last == s:
+			return k
+		case best < 0 || c.last < 0 && e.cpus[best].last >= 0:
+			best = k
+		}
+	}
+	return best
+}
+
+// schedule gives idle CPU k the first eligible thread of the ready queue.
+func (e *engine) schedule(k int) {
+	i := slices.IndexFunc(e.ready, e.eligible)
+	if i < 0 {
+		return
+	}
+	s := e.ready[i]
+	e.ready = slices.Delete(e.ready, i, i+1)
+	e.threads[s].queued = false
+	e.start(k, s)
+}
+
+// start runs thread s on CPU k, paying c when the CPU last ran another.
+func (e *engine) start(k, s int) {
+	c := &e.cpus[k]
+	e.threads[s].cpu = k
+	c.cur, c.slice = s, 0
+	pen := 0.0
+	if c.last != s {
+		if c.last >= 0 {
+			pen = e.m.SwitchPenaltyNs
+			if e.now >= e.w0 && e.now < e.w1 {
+				e.r.Switches++
+			}
+		}
+		c.last = s
+	}
+	e.serve(k, pen)
+}
+
+// serve starts the next token of CPU k's thread.
+func (e *engine) serve(k int, penalty float64) {
+	c := &e.cpus[k]
+	c.demand = e.m.Stages[c.cur].Demand.sample(e.rng[c.cur]) + penalty
+	c.start, c.end = e.now, e.now+c.demand
+}
+
+// complete ends the token in service on CPU k, passes it on, and decides
+// what the CPU runs next.
+func (e *engine) complete(k int) {
+	c := &e.cpus[k]
+	s := c.cur
+	th := &e.threads[s]
+	e.account(s, c.start, c.end)
+	c.slice += c.demand
+	tok := th.q.pop()
+	if s == e.lastBroker {
+		e.leave(tok)
+	}
+	if s+1 < len(e.threads) {
+		e.threads[s+1].q.push(tok)
+		e.wake(s + 1)
+	}
+	switch {
+	case th.q.n == 0:
+		e.release(k)
+	case !e.eligible(s): // GC: stop at this safepoint, first to resume
+		e.release(k)
+		th.queued = true
+		e.ready = slices.Insert(e.ready, 0, s)
+	case e.m.QuantumNs > 0 && c.slice >= e.m.QuantumNs && slices.ContainsFunc(e.ready, e.eligible):
+		e.release(k)
+		th.queued = true
+		e.ready = append(e.ready, s)
+	default:
+		e.serve(k, 0)
+		return
+	}
+	e.schedule(k)
+}
+
+func (e *engine) release(k int) {
+	e.threads[e.cpus[k].cur].cpu = -1
+	e.cpus[k].cur = -1
+}
+
+// leave: tok is through the broker.
+func (e *engine) leave(tok token) {
+	e.inBroker--
+	if tok.idx < e.end {
+		e.done++
+	}
+	if tok.idx >= e.first && tok.idx < e.end {
+		lat := e.now - tok.entry
+		e.r.Latency.Add(lat)
+		if e.o.OnMessage != nil {
+			e.o.OnMessage(tok.idx, lat)
+		}
+	}
+	if e.now >= e.w0 && e.now < e.w1 {
+		e.r.Completed++
+	}
+	if e.m.QueueCapacity > 0 {
+		e.admit()
+	}
+}
+
+// account adds stage s's busy time [a, b] inside the window.
+func (e *engine) account(s int, a, b float64) {
+	if lo, hi := max(a, e.w0), min(b, e.w1); hi > lo {
+		e.busy[s] += hi - lo
+	}
+}
+
+func (e *engine) result() *Result {
+	r := e.r
+	r.WindowNs = e.w1 - e.w0
+	if r.WindowNs <= 0 {
+		return r
+	}
+	r.OfferedRate = float64(e.end-e.first) / r.WindowNs * 1e9
+	r.Throughput = float64(r.Completed) / r.WindowNs * 1e9
+	for s, b := range e.busy {
+		u := b / r.WindowNs
+		r.StageUtil = append(r.StageUtil, u)
+		r.SystemUtil += u
+		if !e.m.Stages[s].Outside {
+			r.BrokerUtil += u
+		}
+	}
+	if r.Completed > 0 {
+		r.SwitchesPerMsg = float64(r.Switches) / float64(r.Completed)
+	}
+	if n := e.end - e.first; n > 0 {
+		r.InputWaitMeanNs = e.waitSum / float64(n)
+	}
+	return r
+}

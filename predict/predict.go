@@ -1,0 +1,195 @@
+package predict
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/brokertrace/brokertrace/model/sim"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// AsMeasured: each rate with the pattern (and burst) of its sweep step.
+const AsMeasured = "as-measured"
+
+// DefaultQueueCapacity: messages inside the broker beyond which the model
+// holds arrivals back (flow control). The broker's real bound is its
+// memory limit over the message size; any bound well above the messages
+// in flight below saturation predicts the same saturation throughput.
+const DefaultQueueCapacity = 1000
+
+// ErrInput marks errors in what predict was given (exit code 2).
+var ErrInput = errors.New("bad input")
+
+// Options for Run.
+type Options struct {
+	Rates    []float64 // msg/s; nil: the calibration's steps' asked rates
+	Pattern  string    // AsMeasured, regular, bursty, measured
+	Burst    int       // for bursty when no step says; 10 as in the paper
+	Messages int
+	Warmup   int
+	Seed     uint64
+	Demand   sim.DemandKind
+	// QueueCapacity bounds the messages in the model (0: unbounded);
+	// DefaultQueueCapacity is the command's default.
+	QueueCapacity int
+	Version       string
+	Progress      io.Writer // a line per rate with ETA; nil: quiet
+}
+
+// job is one rate to simulate.
+type job struct {
+	rate    float64
+	pattern string
+	burst   int
+	step    *recfile.SweepStep
+}
+
+// Run predicts at every rate for the calibration at calPath.
+func Run(calPath string, opt Options) (*recfile.Prediction, error) {
+	dir, name := filepath.Split(calPath)
+	var cal recfile.Calibration
+	if err := recfile.ReadJSON(dir, name, &cal); err != nil {
+		return nil, fmt.Errorf("%w: reading the calibration: %w", ErrInput, err)
+	}
+	m, warns, err := sim.FromCalibration(&cal, dir, opt.Demand)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrInput, calPath, err)
+	}
+	p := &recfile.Prediction{Tool: "brokertrace", Version: opt.Version, Created: time.Now().UTC().Format("2006-01-02T15:04:05Z"),
+		Calibration: calPath, Sweep: cal.Sweep, Model: modelSummary(m), Warnings: warns,
+		Options: recfile.PredictionOptions{Pattern: opt.Pattern, Burst: opt.Burst, Messages: opt.Messages, Warmup: opt.Warmup,
+			Seed: opt.Seed, Demand: opt.Demand.String(), QueueCapacity: opt.QueueCapacity}}
+	m.QueueCapacity = opt.QueueCapacity
+	sweepDir := findSweep(dir, cal.Sweep)
+	p.SweepFound = sweepDir != ""
+	if !p.SweepFound && cal.Sweep != "" {
+		p.Warnings = append(p.Warnings, fmt.Sprintf("sweep %s not found: measured latency distributions left out, the calibration's step summaries compared", cal.Sweep))
+	}
+	jobs, err := plan(&cal, opt)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	for i, j := range jobs {
+		row, warn, err := runJob(m, j, sweepDir, opt)
+		if err == errSkip {
+			p.Warnings = append(p.Warnings, warn)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s %.0f msg/s: %w", j.pattern, j.rate, err)
+		}
+		if warn != "" {
+			p.Warnings = append(p.Warnings, warn)
+		}
+		p.Rows = append(p.Rows, row)
+		progress(opt.Progress, i+1, len(jobs), start, row)
+	}
+	if len(p.Rows) == 0 {
+		return nil, fmt.Errorf("%w: no rate could be simulated: %s", ErrInput, strings.Join(p.Warnings, "; "))
+	}
+	if err := saturation(p, m, &cal, jobs, opt); err != nil {
+		return nil, err
+	}
+	p.Goals = Goals(p.Rows, p.Saturation)
+	return p, nil
+}
+
+func progress(w io.Writer, done, n int, start time.Time, row recfile.PredictionRow) {
+	if w == nil {
+		return
+	}
+	el := time.Since(start)
+	eta := time.Duration(float64(el) / float64(done) * float64(n-done))
+	fmt.Fprintf(w, "predict: %d/%d %s %.0f msg/s: %.0f msg/s, util %.3f, p50 %d ns (ETA %s)\n", done, n, row.Pattern, row.Rate,
+		row.Predicted.Throughput, row.Predicted.BrokerUtil, row.Predicted.Latency.P50Ns, eta.Round(100*time.Millisecond))
+}
+
+// plan lists the rates to simulate, each with its sweep step if one
+// matches (same pattern, asked rate within 0.5%).
+func plan(cal *recfile.Calibration, opt Options) ([]job, error) {
+	if opt.Pattern == sim.Measured && opt.Rates != nil {
+		return nil, fmt.Errorf("%w: --pattern measured replays the steps' arrivals: it takes no --rates", ErrInput)
+	}
+	var jobs []job
+	add := func(rate float64, pattern string, burst int) {
+		if pattern == sim.Regular {
+			burst = 0
+		}
+		for _, j := range jobs {
+			if j.rate == rate && j.pattern == pattern {
+				return
+			}
+		}
+		jobs = append(jobs, job{rate: rate, pattern: pattern, burst: burst, step: matchStep(cal, rate, pattern)})
+	}
+	if opt.Rates != nil {
+		pat := opt.Pattern
+		if pat == AsMeasured {
+			pat = sim.Regular
+		}
+		for _, r := range opt.Rates {
+			add(r, pat, opt.Burst)
+		}
+		return jobs, nil
+	}
+	for _, s := range cal.Steps {
+		if s.Status != "" && s.Status != recfile.SweepDone || s.RateAsked <= 0 {
+			continue
+		}
+		pat, burst := s.Pattern, max(s.Burst, opt.Burst)
+		if opt.Pattern != AsMeasured {
+			pat = opt.Pattern
+		}
+		if pat == sim.Measured {
+			jobs = append(jobs, job{rate: s.RateAsked, pattern: pat, step: &s})
+			continue
+		}
+		add(s.RateAsked, pat, burst)
+	}
+	if len(jobs) == 0 {
+		return nil, fmt.Errorf("%w: the calibration has no finished step: give --rates", ErrInput)
+	}
+	return jobs, nil
+}
+
+func matchStep(cal *recfile.Calibration, rate float64, pattern string) *recfile.SweepStep {
+	for i := range cal.Steps {
+		s := &cal.Steps[i]
+		if (s.Status == "" || s.Status == recfile.SweepDone) && s.Pattern == pattern && math.Abs(s.RateAsked/rate-1) <= 0.005 {
+			return s
+		}
+	}
+	return nil
+}
+
+func modelSummary(m *sim.Model) recfile.PredictionModel {
+	pm := recfile.PredictionModel{CPUs: m.CPUs, SwitchPenaltyNs: m.SwitchPenaltyNs, QuantumNs: m.QuantumNs, GCThreshold: m.GCThreshold, GCPauseNs: m.GCPauseNs}
+	for _, s := range m.Stages {
+		pm.Stages = append(pm.Stages, recfile.PredictionStage{Name: s.Name, Outside: s.Outside, Demand: s.Demand.Kind.String(), MeanNs: s.Demand.MeanNs, Samples: len(s.Demand.Samples)})
+	}
+	return pm
+}
+
+// findSweep finds the sweep directory: as given, relative to the
+// calibration, or the calibration's own directory.
+func findSweep(calDir, sweep string) string {
+	cands := []string{sweep, filepath.Join(calDir, sweep), calDir}
+	if sweep == "" || filepath.IsAbs(sweep) {
+		cands = []string{sweep, calDir}
+	}
+	i := slices.IndexFunc(cands, func(d string) bool {
+		var s recfile.Sweep
+		return d != "" && recfile.ReadJSON(d, recfile.SweepFile, &s) == nil
+	})
+	if i < 0 {
+		return ""
+	}
+	return cands[i]
+}

@@ -1,0 +1,244 @@
+package predict
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/brokertrace/brokertrace/model/sim"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// Compare on synthetic values whose errors are known.
+func TestCompareKnownErrors(t *testing.T) {
+	meas := &recfile.PredictionValues{Throughput: 1000, BrokerUtil: 0.50, Latency: recfile.LatencyStats{P50Ns: 100e3, P99Ns: 400e3}}
+	pred := &recfile.PredictionValues{Throughput: 900, BrokerUtil: 0.53, Latency: recfile.LatencyStats{P50Ns: 250e3, P99Ns: 200e3}}
+	e := Compare(pred, meas)
+	near := func(what string, got, want float64) {
+		t.Helper()
+		if math.Abs(got-want) > 1e-9 {
+			t.Errorf("%s = %v, want %v", what, got, want)
+		}
+	}
+	near("throughput %", e.ThroughputPct, -10)
+	near("util pp", e.BrokerUtilPP, 3)
+	near("median ratio", e.MedianRatio, 2.5)
+	near("p99 ratio", e.P99Ratio, 0.5)
+	if !e.UtilChecked || !e.UtilOK || e.MedianOK {
+		t.Errorf("checked %v util ok %v median ok %v: want true true false", e.UtilChecked, e.UtilOK, e.MedianOK)
+	}
+	// the goals' edges: 5 pp and 2× (either way) are still within
+	pred.BrokerUtil, pred.Latency.P50Ns = 0.45, 50e3
+	if e := Compare(pred, meas); !e.UtilOK || !e.MedianOK {
+		t.Errorf("-5 pp and 0.5×: util ok %v median ok %v, want both", e.UtilOK, e.MedianOK)
+	}
+	pred.BrokerUtil, pred.Latency.P50Ns = 0.4499, 40e3
+	if e := Compare(pred, meas); e.UtilOK || e.MedianOK {
+		t.Errorf("-5.01 pp and 0.4×: util ok %v median ok %v, want neither", e.UtilOK, e.MedianOK)
+	}
+	pred.BrokerUtil, meas.Saturated = 0.56, true
+	if e := Compare(pred, meas); e.UtilOK || e.UtilChecked {
+		t.Errorf("+6 pp saturated: util ok %v checked %v, want false false", e.UtilOK, e.UtilChecked)
+	}
+}
+
+func TestGoalsWorstCase(t *testing.T) {
+	row := func(rate, pp, ratio float64, saturated bool) recfile.PredictionRow {
+		return recfile.PredictionRow{Rate: rate, Pattern: "regular", Errors: &recfile.PredictionErrors{BrokerUtilPP: pp, MedianRatio: ratio,
+			UtilChecked: !saturated, UtilOK: math.Abs(pp) <= 5, MedianOK: ratioDistance(ratio) <= 2}}
+	}
+	rows := []recfile.PredictionRow{row(1000, 2, 1.5, false), row(2000, -7.5, 0.4, false), row(3000, 20, 1.1, true), {Rate: 4000}, row(5000, 1, 0, false)}
+	sat := recfile.PredictionSaturation{Predicted: 11500, Measured: 10000}
+	CompareSaturation(&sat)
+	g := Goals(rows, sat)
+	want := []struct {
+		name   string
+		met    bool
+		detail string
+	}{
+		{"broker_util_within_5pp", false, "worst -7.5 pp at regular 2000 msg/s: 2.5 pp beyond the goal"},
+		{"saturation_within_10pct", false, "+15.0%"},
+		{"median_latency_within_2x", false, "worst 0.40× (predicted/measured) at regular 2000 msg/s: goal 2×, missed by a factor 1.25 (1 measured rates without a latency left out)"},
+	}
+	for i, w := range want {
+		if g[i].Name != w.name || g[i].Met != w.met || !strings.Contains(g[i].Detail, w.detail) {
+			t.Errorf("goal %d = %+v, want %s met=%v detail containing %q", i, g[i], w.name, w.met, w.detail)
+		}
+	}
+	rows[1] = row(2000, 4, 0.6, false)
+	sat = recfile.PredictionSaturation{Predicted: 9100, Measured: 10000}
+	CompareSaturation(&sat)
+	for _, g := range Goals(rows, sat) {
+		if !g.Met {
+			t.Errorf("%s not met: %s", g.Name, g.Detail)
+		}
+	}
+}
+
+// synthCal writes a calibration whose demands are constant (so the model
+// is deterministic): accept 20 µs, dispatch 30 µs, system 10 µs, one CPU,
+// c = 2 µs, q = 3 ms; and, with sweep, a sweep directory whose step 0
+// (regular, 1000 msg/s) has 200 messages of 27 µs.
+func synthCal(t *testing.T, sweep bool, c float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	cal := recfile.Calibration{Tool: "brokertrace", Sweep: "sw", CPUs: 1,
+		Params: []recfile.CalParam{{Name: recfile.CalPeakThroughput, Value: 16000}, {Name: recfile.CalSwitchPenalty, Value: c},
+			{Name: recfile.CalQuantum, Value: 3e6}, {Name: recfile.CalGCThreshold}, {Name: recfile.CalGCPause}},
+		Steps: []recfile.SweepStep{
+			{Index: 0, Dir: "step0", Pattern: "regular", RateAsked: 1000, Status: "done", RateAchieved: 1000, BrokerUtil: 0.050},
+			{Index: 1, Dir: "step1", Pattern: "bursty", Burst: 10, RateAsked: 1000, Status: "done", RateAchieved: 990, BrokerUtil: 0.2},
+			{Index: 2, Dir: "step2", Pattern: "regular", RateAsked: 2000, Status: "failed"},
+		}}
+	for _, s := range []struct {
+		name, role string
+		ns         int
+	}{{"accept-msg", "reads", 20000}, {"dispatch", "writes", 30000}, {"system", "outside", 10000}} {
+		file := s.name + ".demand"
+		data := "demand_ns\n" + strings.Repeat(fmt.Sprintf("%d\n", s.ns), 50)
+		if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cal.Stages = append(cal.Stages, recfile.CalStage{Name: s.name, Role: s.role, MeanNs: float64(s.ns), DemandFile: file})
+	}
+	if err := recfile.WriteJSON(dir, recfile.CalibrationFile, &cal); err != nil {
+		t.Fatal(err)
+	}
+	if sweep {
+		sw := filepath.Join(dir, "sw")
+		step := filepath.Join(sw, "step0")
+		if err := os.MkdirAll(step, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := recfile.WriteJSON(sw, recfile.SweepFile, &recfile.Sweep{Steps: cal.Steps}); err != nil {
+			t.Fatal(err)
+		}
+		mw, err := recfile.CreateMessages(step, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 200 {
+			tin := int64(5e9) + int64(i)*1e6
+			if err := mw.Write(&recfile.Message{ID: uint64(i), TIn: tin, TOut: tin + 27000, Latency: 27000, Copy: 1}, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mw.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, recfile.CalibrationFile)
+}
+
+// At 1000 msg/s every message finds the CPU idle after the previous one's
+// system work: accept and dispatch each pay c, so latency is exactly
+// 20 + 30 + 2·2 = 54 µs (2× the measured 27 µs), broker utilisation
+// 1000 · 54 µs = 0.054 (+0.4 pp against 0.050), system 1000 · 66 µs.
+func TestRunSyntheticCalibration(t *testing.T) {
+	cal := synthCal(t, true, 2000)
+	p, err := Run(cal, Options{Pattern: AsMeasured, Burst: 10, Messages: 20000, Warmup: 200, Seed: 1, QueueCapacity: DefaultQueueCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.SweepFound || len(p.Rows) != 2 {
+		t.Fatalf("sweep found %v, %d rows (want true, 2: the failed step left out); warnings %q", p.SweepFound, len(p.Rows), p.Warnings)
+	}
+	r := p.Rows[0]
+	if r.Step != 0 || r.Pattern != "regular" || r.Measured == nil || r.Errors == nil {
+		t.Fatalf("row 0 = step %d %s measured %v", r.Step, r.Pattern, r.Measured)
+	}
+	checks := []struct {
+		what      string
+		got, want float64
+		tol       float64
+	}{
+		{"predicted p50", float64(r.Predicted.Latency.P50Ns), 54000, 0},
+		{"predicted max", float64(r.Predicted.Latency.MaxNs), 54000, 0},
+		{"measured p50 (messages.csv)", float64(r.Measured.Latency.P50Ns), 27000, 0},
+		{"median ratio", r.Errors.MedianRatio, 2, 0},
+		{"broker util", r.Predicted.BrokerUtil, 0.054, 1e-9},
+		{"util error pp", r.Errors.BrokerUtilPP, 0.4, 1e-6},
+		{"system util", r.Predicted.SystemUtil, 0.066, 1e-9},
+		{"throughput", r.Predicted.Throughput, 1000, 1e-6},
+		{"switches per msg", r.Predicted.SwitchesPerMsg, 3, 1e-9},
+		{"saturation error %", p.Saturation.ErrorPct, 100 * (p.Saturation.Predicted/16000 - 1), 1e-9},
+	}
+	for _, c := range checks {
+		if math.Abs(c.got-c.want) > c.tol {
+			t.Errorf("%s = %v, want %v ± %v", c.what, c.got, c.want, c.tol)
+		}
+	}
+	// Saturated, each message costs 60 µs of CPU plus at most the three
+	// penalties of the idle pipeline; the threads run whole quanta, so
+	// nearly none.
+	if sat := p.Saturation.Predicted; sat < 1e9/61000 || sat > 1e9/60000 {
+		t.Errorf("saturation %.0f msg/s, want between %.0f (1 µs of penalties per message) and %.0f", sat, 1e9/61000, 1e9/60000)
+	}
+	if !r.Errors.MedianOK || !r.Errors.UtilOK || len(r.Measured.LatencyBins) != 1 || r.Measured.LatencyBins[0].Count != 200 {
+		t.Errorf("median ok %v util ok %v, measured bins %+v", r.Errors.MedianOK, r.Errors.UtilOK, r.Measured.LatencyBins)
+	}
+	// the bursty step: ten at once queue behind each other; its
+	// latency distribution was not recorded (no step1 directory)
+	if b := p.Rows[1]; b.Pattern != "bursty" || b.Burst != 10 || b.Predicted.Latency.MaxNs <= 54000*5 || len(p.Warnings) == 0 {
+		t.Errorf("bursty row %+v, warnings %q", b, p.Warnings)
+	}
+}
+
+// Without penalties the single CPU never idles past saturation and flow
+// control keeps the first thread from running ahead: the model's
+// saturation throughput is 1/(20 + 30 + 10 µs), but for the change of
+// the tokens in flight between the window's ends.
+func TestSaturationIsTotalDemand(t *testing.T) {
+	p, err := Run(synthCal(t, false, 0), Options{Rates: []float64{1000}, Pattern: AsMeasured, Messages: 50000, Seed: 1, QueueCapacity: DefaultQueueCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("saturation %.1f msg/s", p.Saturation.Predicted)
+	if sat, want := p.Saturation.Predicted, 1e9/60000; math.Abs(sat/want-1) > 0.003 {
+		t.Errorf("saturation %.1f msg/s, want %.1f ± 0.3%%", sat, want)
+	}
+}
+
+// Rates without a step are predicted alone; a missing sweep leaves the
+// calibration's summaries to compare.
+func TestRunRatesWithoutSweep(t *testing.T) {
+	cal := synthCal(t, false, 2000)
+	p, err := Run(cal, Options{Rates: []float64{1000, 5000}, Pattern: AsMeasured, Messages: 5000, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SweepFound || len(p.Rows) != 2 || !strings.Contains(strings.Join(p.Warnings, "\n"), "sweep sw not found") {
+		t.Fatalf("sweep found %v, %d rows, warnings %q", p.SweepFound, len(p.Rows), p.Warnings)
+	}
+	if p.Rows[0].Step != 0 || p.Rows[0].Errors == nil || p.Rows[1].Step != -1 || p.Rows[1].Measured != nil {
+		t.Errorf("rows: step %d errors %v; step %d measured %v", p.Rows[0].Step, p.Rows[0].Errors, p.Rows[1].Step, p.Rows[1].Measured)
+	}
+	if got := p.Rows[1].Predicted.BrokerUtil; math.Abs(got-5000*54e-6) > 0.02 {
+		t.Errorf("util at 5000 msg/s %v, want about %v", got, 5000*54e-6)
+	}
+}
+
+// --pattern measured replays the step's read times: 1 ms apart, so every
+// latency is the idle pipeline's 54 µs.
+func TestRunMeasuredPattern(t *testing.T) {
+	p, err := Run(synthCal(t, true, 2000), Options{Pattern: sim.Measured, Messages: 1000, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 1 || p.Rows[0].Predicted.Latency.Count != 199 || p.Rows[0].Predicted.Latency.MaxNs != 54000 {
+		t.Fatalf("rows %+v", p.Rows)
+	}
+}
+
+func TestRunBadInput(t *testing.T) {
+	if _, err := Run(filepath.Join(t.TempDir(), "calibration.json"), Options{Pattern: AsMeasured, Messages: 10}); !errors.Is(err, ErrInput) {
+		t.Errorf("missing calibration: %v, want ErrInput", err)
+	}
+	if _, err := Run(synthCal(t, true, 2000), Options{Rates: []float64{1}, Pattern: sim.Measured, Messages: 10}); !errors.Is(err, ErrInput) {
+		t.Errorf("measured with rates: %v, want ErrInput", err)
+	}
+}

@@ -1,0 +1,134 @@
+package recfile
+
+// PredictionFile is what `brokertrace predict` writes: the calibrated
+// model simulated at each rate, beside what the sweep measured there.
+const PredictionFile = "prediction.json"
+
+// Prediction is prediction.json.
+type Prediction struct {
+	Tool        string `json:"tool"`
+	Version     string `json:"version"`
+	Created     string `json:"created_wall"`
+	Calibration string `json:"calibration"` // calibration.json, as given
+	Sweep       string `json:"sweep,omitempty"`
+	// SweepFound: the sweep's step directories could be read (measured
+	// latency distributions); without them only the calibration's step
+	// summaries are compared.
+	SweepFound bool              `json:"sweep_found"`
+	Options    PredictionOptions `json:"options"`
+	Model      PredictionModel   `json:"model"`
+	Rows       []PredictionRow   `json:"rows"`
+	// Saturation compares the model's highest throughput (simulated far
+	// beyond the measured peak) with the measured peak_throughput.
+	Saturation PredictionSaturation `json:"saturation"`
+	Goals      []PredictionGoal     `json:"goals"`
+	Warnings   []string             `json:"warnings"`
+}
+
+// PredictionOptions are what predict was asked.
+type PredictionOptions struct {
+	Pattern  string `json:"pattern"` // as-measured, regular, bursty, measured
+	Burst    int    `json:"burst,omitempty"`
+	Messages int    `json:"messages"` // simulated per rate, after warm-up
+	Warmup   int    `json:"warmup"`
+	Seed     uint64 `json:"seed"`
+	Demand   string `json:"demand"` // empirical, exponential, deterministic
+	// QueueCapacity bounds the messages inside the model (0: unbounded).
+	QueueCapacity int `json:"queue_capacity"`
+}
+
+// PredictionModel is the model as simulated.
+type PredictionModel struct {
+	CPUs            int               `json:"cpus"`
+	Stages          []PredictionStage `json:"stages"`
+	SwitchPenaltyNs float64           `json:"context_switch_penalty_ns"`
+	QuantumNs       float64           `json:"quantum_ns"`
+	GCThreshold     int               `json:"gc_threshold_msgs"`
+	GCPauseNs       float64           `json:"gc_pause_ns"`
+}
+
+// PredictionStage is one timed place as simulated.
+type PredictionStage struct {
+	Name    string  `json:"name"`
+	Outside bool    `json:"outside"`
+	Demand  string  `json:"demand"` // the distribution used
+	MeanNs  float64 `json:"mean_ns"`
+	Samples int     `json:"samples,omitempty"`
+}
+
+// PredictionRow is one rate: predicted, measured (when a sweep step has
+// the same pattern and asked rate) and their errors.
+type PredictionRow struct {
+	Rate    float64 `json:"rate"` // msg/s asked
+	Pattern string  `json:"pattern"`
+	Burst   int     `json:"burst,omitempty"`
+	// Step is the matching sweep step's Index, -1 when none.
+	Step      int                `json:"step"`
+	Predicted PredictionValues   `json:"predicted"`
+	Measured  *PredictionValues  `json:"measured,omitempty"`
+	Errors    *PredictionErrors  `json:"errors,omitempty"`
+	SimStats  PredictionSimStats `json:"sim"`
+}
+
+// PredictionValues are the quantities compared.
+type PredictionValues struct {
+	Throughput float64 `json:"throughput"` // msg/s
+	// BrokerUtil in CPUs' worth (the broker's stages; measured: sweep's
+	// broker_util); SystemUtil adds the system place (measured: all CPUs'
+	// busy time, which also holds the load generator's).
+	BrokerUtil     float64      `json:"broker_util"`
+	SystemUtil     float64      `json:"system_util"`
+	SwitchesPerMsg float64      `json:"switches_per_msg"`
+	Latency        LatencyStats `json:"latency"`
+	// LatencyBins is the latency distribution: logarithmic bins, 20 per
+	// decade, empty ones left out.
+	LatencyBins []PredictionBin `json:"latency_bins,omitempty"`
+	Saturated   bool            `json:"saturated"`
+}
+
+// PredictionBin is one histogram bin: [lo_ns, hi_ns).
+type PredictionBin struct {
+	LoNs  float64 `json:"lo_ns"`
+	HiNs  float64 `json:"hi_ns"`
+	Count int64   `json:"count"`
+}
+
+// PredictionErrors are predicted against measured at one rate.
+type PredictionErrors struct {
+	ThroughputPct float64 `json:"throughput_pct"` // 100·(pred/meas − 1)
+	BrokerUtilPP  float64 `json:"broker_util_pp"` // 100·(pred − meas), percentage points of one CPU
+	MedianRatio   float64 `json:"median_ratio"`   // pred p50 / meas p50
+	P99Ratio      float64 `json:"p99_ratio"`
+	// The issue's goals at this rate: util within 5 pp (only below
+	// saturation: UtilChecked), median within 2×.
+	UtilChecked bool `json:"util_checked"`
+	UtilOK      bool `json:"util_ok"`
+	MedianOK    bool `json:"median_ok"`
+}
+
+// PredictionSimStats say how the simulation went at one rate.
+type PredictionSimStats struct {
+	Messages      int64     `json:"messages"` // measured (after warm-up)
+	OfferedRate   float64   `json:"offered_rate"`
+	InputWaitNs   float64   `json:"input_wait_mean_ns"` // outside the broker: GC, full queue
+	MaxInBroker   int       `json:"max_in_broker"`
+	Events        int64     `json:"events"`
+	ElapsedNs     int64     `json:"elapsed_ns"` // wall time of the simulation
+	StageUtil     []float64 `json:"stage_util"`
+	LatencyClamps int64     `json:"latency_clamped,omitempty"`
+}
+
+// PredictionSaturation: predicted and measured saturation throughput.
+type PredictionSaturation struct {
+	Predicted float64 `json:"predicted"` // msg/s
+	Measured  float64 `json:"measured"`  // msg/s, 0 if unknown
+	ErrorPct  float64 `json:"error_pct"`
+	OK        bool    `json:"ok"` // within 10%
+}
+
+// PredictionGoal is one of the issue's goals over all rates.
+type PredictionGoal struct {
+	Name   string `json:"name"`
+	Met    bool   `json:"met"`
+	Detail string `json:"detail"` // the worst case and its distance
+}

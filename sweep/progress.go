@@ -1,0 +1,131 @@
+package sweep
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// progress prints a line per step with the time left; on a terminal the
+// line of the running step is redrawn every second.
+type progress struct {
+	w        io.Writer
+	tty      bool
+	total    int // steps this run makes at most
+	started  int
+	begun    time.Time
+	stepBase time.Duration // a step's expected wall time before one ran
+	spent    time.Duration // wall time of the steps run so far
+	mu       sync.Mutex
+	stopTick chan struct{}
+	line     string
+}
+
+// stepOverhead is what a step adds to its --step before one step measured
+// it: record attaching and writing its files, the load's drain.
+const stepOverhead = 4 * time.Second
+
+func newProgress(w io.Writer, total int, step time.Duration) *progress {
+	p := &progress{w: w, total: total, begun: time.Now(), stepBase: step + stepOverhead}
+	if f, ok := w.(*os.File); ok {
+		_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+		p.tty = err == nil
+	}
+	return p
+}
+
+// eta is the expected time left, the current step included, from the
+// mean wall time of the steps run so far.
+func (p *progress) eta(now time.Time, stepStart time.Time) time.Duration {
+	per := p.stepBase
+	if done := p.started - 1; done > 0 {
+		per = p.spent / time.Duration(done)
+	}
+	left := time.Duration(p.total-p.started+1)*per - now.Sub(stepStart)
+	return max(left, 0).Round(time.Second)
+}
+
+func (p *progress) begin(st *recfile.SweepStep) {
+	if p.w == nil {
+		return
+	}
+	p.started++
+	start := time.Now()
+	head := fmt.Sprintf("sweep: step %d/%d %s %s msg/s", p.started, p.total, st.Pattern, fmtRate(st.RateAsked))
+	if !p.tty {
+		fmt.Fprintf(p.w, "%s: started, about %v left\n", head, p.eta(start, start))
+		return
+	}
+	p.stopTick = make(chan struct{})
+	go func(stop chan struct{}) {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			now := time.Now()
+			p.redraw(fmt.Sprintf("%s: %v in, about %v left", head, now.Sub(start).Round(time.Second), p.eta(now, start)))
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+		}
+	}(p.stopTick)
+}
+
+func (p *progress) redraw(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	pad := max(0, len(p.line)-len(s))
+	fmt.Fprintf(p.w, "\r%s%s", s, strings.Repeat(" ", pad))
+	p.line = s
+}
+
+func (p *progress) end(st *recfile.SweepStep) {
+	if p.w == nil {
+		return
+	}
+	p.spent += time.Duration(st.WallNs)
+	if p.stopTick != nil {
+		close(p.stopTick)
+		p.stopTick = nil
+		p.redraw("")
+		fmt.Fprint(p.w, "\r")
+	}
+	fmt.Fprintf(p.w, "sweep: step %d/%d %s %s msg/s: %s (%v, %v elapsed)\n", p.started, p.total, st.Pattern, fmtRate(st.RateAsked),
+		StepLine(st), time.Duration(st.WallNs).Round(100*time.Millisecond), time.Since(p.begun).Round(time.Second))
+}
+
+// StepLine says in a few words what a step measured.
+func StepLine(st *recfile.SweepStep) string {
+	switch st.Status {
+	case recfile.SweepDone:
+	case recfile.SweepFailed:
+		return "failed: " + st.Error
+	default:
+		return st.Status
+	}
+	s := fmt.Sprintf("achieved %s msg/s, broker %.3f CPU (%s), system %.3f, p50 %v p99 %v, %.2f|%.2f switches/msg",
+		fmtRate(st.RateAchieved), st.BrokerUtil, st.BrokerUtilSource, st.SystemUtil,
+		time.Duration(st.LatencyNs.P50Ns), time.Duration(st.LatencyNs.P99Ns), st.SwitchesPerMsgThreads, st.SwitchesPerMsgCPUs)
+	if st.Missing > 0 || st.DroppedEvents > 0 {
+		s += fmt.Sprintf(", %d messages missing, %d events dropped", st.Missing, st.DroppedEvents)
+	}
+	if st.Saturated {
+		s += " — SATURATED"
+	}
+	return s
+}
+
+func fmtRate(r float64) string {
+	if r == float64(int64(r)) {
+		return fmt.Sprint(int64(r))
+	}
+	return fmt.Sprintf("%.1f", r)
+}
