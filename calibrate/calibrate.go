@@ -10,6 +10,7 @@ package calibrate
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -124,6 +125,9 @@ func Run(dir string, opt Options) (*recfile.Calibration, error) {
 		out = filepath.Join(dir, recfile.CalibrationFile)
 	}
 	c := &calibration{opt: opt, sweep: &sw, all: all, steps: ofPattern(all, opt.Pattern), plat: plat, outDir: filepath.Dir(out)}
+	if err := os.MkdirAll(c.outDir, 0o755); err != nil {
+		return nil, err
+	}
 	if err := c.run(dir); err != nil {
 		return nil, err
 	}

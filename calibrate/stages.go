@@ -151,7 +151,7 @@ func (c *calibration) stepStages(s *step, data []stageData) error {
 	}
 	rows, err := recfile.ReadTable[recfile.ThreadWindowRow](filepath.Join(s.dir, recfile.ThreadWindowsFile))
 	if errors.Is(err, fs.ErrNotExist) {
-		return c.stepStagesTotals(s, data, role)
+		return c.stepStagesTotals(s, data, role, "recorded before it existed")
 	}
 	if err != nil {
 		return fmt.Errorf("step %d: %w", s.Index, err)
@@ -172,6 +172,12 @@ func (c *calibration) stepStages(s *step, data []stageData) error {
 		}
 		wins[len(wins)-1].cpu[role(r.TID)] += float64(r.CPUNs)
 		seen[r.TID] = true
+	}
+	if len(wins) == 0 {
+		// The scheduler source's windows are as long as the gaps between
+		// its samples: a recorder starved of CPU at saturation leaves
+		// windows longer than the step's measured window.
+		return c.stepStagesTotals(s, data, role, "no window of it lies inside the step's measured window (the recorder's samples were late: it had no CPU to spare)")
 	}
 	c.addThreads(s, data, seen, role)
 	for _, w := range wins {
@@ -212,12 +218,12 @@ func (c *calibration) addThreads(s *step, data []stageData, seen map[int]bool, r
 // stepStagesTotals is the fallback for recordings without
 // thread_windows.csv: one sample per stage and step, the threads' CPU
 // over the recording (threads.csv) per message that entered.
-func (c *calibration) stepStagesTotals(s *step, data []stageData, role func(int) int) error {
+func (c *calibration) stepStagesTotals(s *step, data []stageData, role func(int) int, why string) error {
 	rows, err := recfile.ReadTable[recfile.ThreadRow](filepath.Join(s.dir, recfile.ThreadsFile))
 	if err != nil {
 		return fmt.Errorf("step %d: no %s, and %w", s.Index, recfile.ThreadWindowsFile, err)
 	}
-	c.warn("step %d has no %s (recorded before it existed): one demand sample per stage from threads.csv totals, no distribution", s.Index, recfile.ThreadWindowsFile)
+	c.warn("step %d: no per-window CPU in %s (%s): one demand sample per stage from threads.csv totals over the whole recording, no distribution", s.Index, recfile.ThreadWindowsFile, why)
 	var cpu [3]float64
 	total := 0
 	seen := map[int]bool{}
