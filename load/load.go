@@ -267,6 +267,15 @@ func (p *producer) plannedTotal(i int, end int64) int {
 // starts return a nil Result; they wrap ErrConfig or ErrUnreachable where
 // that is the cause.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
+	// The producer sleeps in clock_nanosleep on its locked thread: a system
+	// call during which the runtime keeps the thread's P until its monitor
+	// takes it back, up to 10 ms later. With one P (a load pinned to one
+	// CPU: GOMAXPROCS follows the affinity mask) the consumer then waits
+	// for a P behind every sleep, and messages pile up for seconds in its
+	// socket. Two Ps let the kernel share the CPU between the two threads.
+	if runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2))
+	}
 	cfg = withDefaults(cfg)
 	if err := validate(cfg); err != nil {
 		return nil, err

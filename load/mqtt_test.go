@@ -1,8 +1,12 @@
 package load
 
 import (
+	"context"
 	"fmt"
+	"runtime"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 )
@@ -40,4 +44,27 @@ func TestMQTTOtherBrokers(t *testing.T) {
 		r := sharedRabbitMQ(t)
 		runExact(t, fmt.Sprintf("mqtt://%s:%s@%s/bt/rmq?qos=1", testbroker.RabbitMQUser, testbroker.RabbitMQPassword, r.MQTTAddr), "", true)
 	})
+}
+
+// TestOneCPU: a load pinned to one CPU (GOMAXPROCS 1) still receives each
+// message within milliseconds. With one P, the consumer waited behind the
+// producer's paced sleeps and messages piled up in its socket for seconds.
+func TestOneCPU(t *testing.T) {
+	m := testbroker.StartMosquitto(t)
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	res, err := Run(context.Background(), Config{URL: m.URL() + "/bt/onecpu", Rate: 6000, Count: 12000, Warmup: 500 * time.Millisecond, Drain: 5 * time.Second})
+	if err != nil || res.Received != 12000 {
+		t.Fatalf("received %v of 12000: %v", res, err)
+	}
+	lat := make([]int64, 0, len(res.Recv))
+	for i, r := range res.Recv {
+		lat = append(lat, r-res.Intended[i])
+	}
+	slices.Sort(lat)
+	if p99 := lat[len(lat)*99/100]; p99 > int64(50*time.Millisecond) {
+		t.Errorf("e2e p99 %v at 6000 msg/s with GOMAXPROCS 1: the consumer starved", time.Duration(p99))
+	}
+	if runtime.GOMAXPROCS(0) != 1 {
+		t.Errorf("Run left GOMAXPROCS at %d", runtime.GOMAXPROCS(0))
+	}
 }
