@@ -7,9 +7,9 @@
 #
 #   sudo scripts/sweep.sh [OUT] [nats|activemq|both]      (default: sweep-out both)
 #
-# Rerunning resumes an interrupted sweep. STEP, FROM, TO, STEPS override the
+# Rerunning resumes an interrupted sweep. STEP, FROM, TO, STEPS, PATTERN override the
 # defaults (20s steps; 1000..128000 msg/s for nats-server, 250..8000 for
-# ActiveMQ, 8 rates).
+# ActiveMQ, 8 rates; regular and bursty).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
@@ -23,7 +23,7 @@ mkdir -p "$out"
 
 if [ "$which" = nats ] || [ "$which" = both ]; then
 	"$bt" sweep --url nats://127.0.0.1:14222 --cpus "$cpu" --load-cpus 0 \
-		--from "${FROM:-1000}" --to "${TO:-128000}" --steps "${STEPS:-8}" --pattern both --step "$step" \
+		--from "${FROM:-1000}" --to "${TO:-128000}" --steps "${STEPS:-8}" --pattern "${PATTERN:-both}" --step "$step" \
 		--out "$out/nats" -- nats-server -a 127.0.0.1 -p 14222
 fi
 
@@ -55,7 +55,7 @@ XML
 		opens+=(--add-opens "$m=ALL-UNNAMED")
 	done
 	"$bt" sweep --url 'stomp://admin:admin@127.0.0.1:61613' --cpus "$cpu" --load-cpus 0 \
-		--from "${FROM:-250}" --to "${TO:-8000}" --steps "${STEPS:-6}" --pattern both --step "$step" --warmup 5s \
+		--from "${FROM:-250}" --to "${TO:-8000}" --steps "${STEPS:-6}" --pattern "${PATTERN:-both}" --step "$step" --warmup 5s \
 		--record-flag=--id-ttl=60s --grace 30s --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Djava.net.preferIPv4Stack=true \
 		--add-reads=java.xml=java.logging "${opens[@]}" -Dactivemq.classpath="$base/conf" \
 		-Dactivemq.home=/usr/share/activemq -Dactivemq.base="$base" -Dactivemq.conf="$base/conf" -Dactivemq.data="$base/data" \
