@@ -82,13 +82,16 @@ struct {
 /* Make the type visible to bpf2go -type. */
 const struct sched_event *unused_sched_event __attribute__((unused));
 
-/* charged: the stint prev_tid ends, or -1 when unknown (no baseline). */
+/* charged: the stint prev_tid ends, or -1 when unknown (no baseline);
+ * preempted: prev_tid's switch-out was involuntary. */
 static __always_inline void emit_switch(struct cpu_stats *cs, __u64 now, __u32 cpu, __u32 prev_tid,
-					__u32 next_tid, __s64 charged)
+					__u32 next_tid, __s64 charged, bool preempted)
 {
 	struct sched_event ev = { .ts = now, .prev_tid = prev_tid, .next_tid = next_tid, .cpu = cpu };
+	if (preempted)
+		ev.flags = SCHED_EV_PREEMPTED;
 	if (charged >= 0) {
-		ev.flags = SCHED_EV_CHARGED;
+		ev.flags |= SCHED_EV_CHARGED;
 		ev.charged_ns = charged;
 	}
 	__u64 flags = bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
@@ -145,10 +148,11 @@ static __always_inline void baseline(struct thread_stats *ts, struct task_struct
 }
 
 /* Returns the CPU time the kernel charged the stint that ends, -1 when it
- * is unknown (no counter baseline, or no map entry). */
+ * is unknown (no counter baseline, or no map entry), and sets *invol when
+ * the switch-out was counted involuntary. */
 static __always_inline __s64 switch_out(struct task_struct *prev, bool preempt,
 					unsigned int prev_state, __u64 now, __u32 cpu,
-					const bool btf)
+					const bool btf, bool *invol)
 {
 	/* trace_sched_switch fires before context_switch(): current is prev. */
 	__u32 tid = (__u32)bpf_get_current_pid_tgid();
@@ -168,6 +172,7 @@ static __always_inline __s64 switch_out(struct task_struct *prev, bool preempt,
 		__u64 di = niv - ts->last_nivcsw;
 		ts->voluntary += dv;
 		ts->involuntary += di;
+		*invol = di != 0;
 		if (dv && !args_vol)
 			ts->vol_args_invol++;
 		else if (!dv && args_vol)
@@ -194,6 +199,7 @@ static __always_inline __s64 switch_out(struct task_struct *prev, bool preempt,
 			ts->voluntary++;
 		else
 			ts->involuntary++;
+		*invol = !args_vol;
 		ts->guessed++;
 		ts->flags |= SCHED_TF_BASELINE;
 	}
@@ -256,10 +262,11 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
 	__s64 charged = -1;
+	bool invol = false;
 	if (prev_t) {
 		if (cs)
 			cs->target_out++;
-		charged = switch_out(prev, preempt, prev_state, now, cpu, btf);
+		charged = switch_out(prev, preempt, prev_state, now, cpu, btf, &invol);
 	}
 	if (next_t) {
 		if (cs)
@@ -268,7 +275,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 	}
 	if (emit_events)
 		emit_switch(cs, now, cpu, prev_t ? (__u32)bpf_get_current_pid_tgid() : 0,
-			    next_t ? (__u32)RD(btf, next, pid) : 0, charged);
+			    next_t ? (__u32)RD(btf, next, pid) : 0, charged, invol);
 	return 0;
 }
 

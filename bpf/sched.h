@@ -113,6 +113,12 @@ enum sched_event_flags {
 	 * (on a CPU since before the probe attached) the stint is not
 	 * counted. */
 	SCHED_EV_CHARGED = 1,
+	/* prev_tid's switch-out was involuntary: the kernel counted it in
+	 * nivcsw (preempted, or yielded still runnable), so it stays on the
+	 * run queue; without it the thread blocked (nvcsw). For a switch-out
+	 * without a counter baseline, classified from the tracepoint's
+	 * arguments as thread_stats.voluntary is. */
+	SCHED_EV_PREEMPTED = 2,
 };
 
 #endif /* BROKERTRACE_SCHED_H */

@@ -94,7 +94,40 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define BPF_F_NO_PREALLOC 1
 #define BPF_SK_STORAGE_GET_F_CREATE 1
 
-/* x86_64 system call numbers (the ABI; fixed). */
+/* System call numbers (each architecture's ABI; fixed) and where a call's
+ * number and arguments are in its saved registers (struct pt_regs of
+ * vmlinux.h, one per architecture). SC_*(r) read them through a pointer the
+ * verifier knows as the kernel's struct pt_regs (bpf_task_pt_regs);
+ * SC_*_CORE(r) through any other pointer (the raw_tp's argument). bpf2go
+ * defines __TARGET_ARCH_arm64 or __TARGET_ARCH_x86 for each object. */
+#if defined(__TARGET_ARCH_arm64)
+/* include/uapi/asm-generic/unistd.h */
+#define NR_read 63
+#define NR_write 64
+#define NR_readv 65
+#define NR_writev 66
+#define NR_sendto 206
+#define NR_recvfrom 207
+#define NR_sendmsg 211
+#define NR_recvmsg 212
+#define NR_recvmmsg 243
+#define NR_sendmmsg 269
+#define NR_preadv2 286
+#define NR_pwritev2 287
+/* Arguments in x0..x5; x0 holds the return value by the call's exit, so
+ * the first argument is orig_x0. */
+#define SC_NR(r) ((r)->syscallno)
+#define SC_ARG1(r) ((r)->orig_x0)
+#define SC_ARG2(r) ((r)->regs[1])
+#define SC_ARG3(r) ((r)->regs[2])
+#define SC_ARG4(r) ((r)->regs[3])
+#define SC_NR_CORE(r) BPF_CORE_READ(r, syscallno)
+#define SC_ARG1_CORE(r) BPF_CORE_READ(r, orig_x0)
+#define SC_ARG2_CORE(r) BPF_CORE_READ(r, regs[1])
+#define SC_ARG3_CORE(r) BPF_CORE_READ(r, regs[2])
+#define SC_ARG4_CORE(r) BPF_CORE_READ(r, regs[3])
+#else
+/* arch/x86/entry/syscalls/syscall_64.tbl */
 #define NR_read 0
 #define NR_write 1
 #define NR_readv 19
@@ -107,6 +140,18 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define NR_sendmmsg 307
 #define NR_preadv2 327
 #define NR_pwritev2 328
+/* The system call ABI: di, si, dx, r10 (not cx), r8, r9. */
+#define SC_NR(r) ((r)->orig_ax)
+#define SC_ARG1(r) ((r)->di)
+#define SC_ARG2(r) ((r)->si)
+#define SC_ARG3(r) ((r)->dx)
+#define SC_ARG4(r) ((r)->r10)
+#define SC_NR_CORE(r) BPF_CORE_READ(r, orig_ax)
+#define SC_ARG1_CORE(r) BPF_CORE_READ(r, di)
+#define SC_ARG2_CORE(r) BPF_CORE_READ(r, si)
+#define SC_ARG3_CORE(r) BPF_CORE_READ(r, dx)
+#define SC_ARG4_CORE(r) BPF_CORE_READ(r, r10)
+#endif
 
 /* Per-CPU working state of the call being scanned. These programs never run
  * interleaved on one CPU: the sock tracepoints run with preemption off, and
@@ -1089,9 +1134,9 @@ static __always_inline int on_sock_io(struct sock *sk, __u32 dir, int ret, int f
 	__u64 a1 = 0, a2 = 0;
 	if (!(task->flags & (PF_KTHREAD | PF_IO_WORKER))) {
 		struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
-		nr = regs->orig_ax;
-		a1 = regs->si;
-		a2 = regs->dx;
+		nr = SC_NR(regs);
+		a1 = SC_ARG2(regs);
+		a2 = SC_ARG3(regs);
 	}
 	if (nr == NR_recvmmsg || nr == NR_sendmmsg) {
 		/* Counted and scanned at the system call's exit (on_mmsg). */
@@ -1127,7 +1172,7 @@ static __always_inline int on_mmsg_exit(struct bt_sys_exit_ctx *ctx, __u32 dir)
 	if (!is_target() || ctx->ret <= 0)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return on_mmsg(regs->di, regs->si, ctx->ret, regs->r10, dir, true);
+	return on_mmsg(SC_ARG1(regs), SC_ARG2(regs), ctx->ret, SC_ARG4(regs), dir, true);
 }
 
 SEC("tracepoint/syscalls/sys_exit_recvmmsg")
@@ -1152,7 +1197,7 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 	long ret = (long)ctx[1];
 	if (ret <= 0)
 		return 0;
-	long nr = BPF_CORE_READ(regs, orig_ax);
+	long nr = SC_NR_CORE(regs);
 	__u32 dir;
 	int flags = 0;
 	switch (nr) {
@@ -1163,17 +1208,16 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 		break;
 	case NR_recvfrom:
 		dir = BT_DIR_IN;
-		flags = BPF_CORE_READ(regs, r10);
+		flags = SC_ARG4_CORE(regs);
 		break;
 	case NR_recvmsg:
 		dir = BT_DIR_IN;
-		flags = BPF_CORE_READ(regs, dx);
+		flags = SC_ARG3_CORE(regs);
 		break;
 	case NR_recvmmsg:
-		return on_mmsg(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si), ret, BPF_CORE_READ(regs, r10),
-			       BT_DIR_IN, loop);
+		return on_mmsg(SC_ARG1_CORE(regs), SC_ARG2_CORE(regs), ret, SC_ARG4_CORE(regs), BT_DIR_IN, loop);
 	case NR_sendmmsg:
-		return on_mmsg(BPF_CORE_READ(regs, di), BPF_CORE_READ(regs, si), ret, 0, BT_DIR_OUT, loop);
+		return on_mmsg(SC_ARG1_CORE(regs), SC_ARG2_CORE(regs), ret, 0, BT_DIR_OUT, loop);
 	case NR_write:
 	case NR_writev:
 	case NR_pwritev2:
@@ -1184,14 +1228,14 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 	default:
 		return 0;
 	}
-	struct sock *sk = sock_of_fd((int)BPF_CORE_READ(regs, di));
+	struct sock *sk = sock_of_fd((int)SC_ARG1_CORE(regs));
 	if (!sk || !is_tcp_read(sk))
 		return 0;
 	if (skip_read(dir, flags))
 		return 0;
 	__u64 uptr, n;
 	enum walk_kind kind;
-	__u32 call = classify(dir, nr, BPF_CORE_READ(regs, si), BPF_CORE_READ(regs, dx), &uptr, &n, &kind);
+	__u32 call = classify(dir, nr, SC_ARG2_CORE(regs), SC_ARG3_CORE(regs), &uptr, &n, &kind);
 	return scan_call(sk, dir, call, uptr, n, kind, ret, loop, false);
 }
 
@@ -1241,6 +1285,6 @@ int BPF_PROG(floor_read_send, struct sock *sk, int ret, int flags)
 		return 0;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 w;
-	bpf_probe_read_user(&w, sizeof(w), (void *)regs->si);
+	bpf_probe_read_user(&w, sizeof(w), (void *)SC_ARG2(regs));
 	return 0;
 }

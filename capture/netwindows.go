@@ -59,20 +59,26 @@ func (s *Source) netRows(tl *source.Timeline) (rows []recfile.NetRow, inside int
 	prev.In, prev.Out = Counts{}, Counts{} // the capture counts from zero
 	from := start
 	for _, win := range wins {
-		cur := win.snap
-		row := recfile.NetRow{
-			TStart: from, TEnd: win.end,
-			MsgsIn: tl.InBetween(from, win.end), MsgsOut: tl.OutBetween(from, win.end),
-			PktsIn: cur.In.Packets - prev.In.Packets, PktsOut: cur.Out.Packets - prev.Out.Packets,
-			BytesIn: cur.In.PayloadBytes - prev.In.PayloadBytes, BytesOut: cur.Out.PayloadBytes - prev.Out.PayloadBytes,
-		}
-		row.PktsPerMsgIn, row.PktsPerMsgOut = ratio(row.PktsIn, row.MsgsIn), ratio(row.PktsOut, row.MsgsOut)
-		row.BytesPerMsgIn, row.BytesPerMsgOut = ratio(row.BytesIn, row.MsgsIn), ratio(row.BytesOut, row.MsgsOut)
+		row := netRow(from, win.end, prev, win.snap, tl)
 		rows = append(rows, row)
 		inside += row.MsgsOut
-		prev, from = cur, win.end
+		prev, from = win.snap, win.end
 	}
 	return rows, inside
+}
+
+// netRow is the row of net.csv for the window [from, to) whose capture
+// counts went from prev to cur.
+func netRow(from, to int64, prev, cur Snapshot, tl *source.Timeline) recfile.NetRow {
+	row := recfile.NetRow{
+		TStart: from, TEnd: to,
+		MsgsIn: tl.InBetween(from, to), MsgsOut: tl.OutBetween(from, to),
+		PktsIn: cur.In.Packets - prev.In.Packets, PktsOut: cur.Out.Packets - prev.Out.Packets,
+		BytesIn: cur.In.PayloadBytes - prev.In.PayloadBytes, BytesOut: cur.Out.PayloadBytes - prev.Out.PayloadBytes,
+	}
+	row.PktsPerMsgIn, row.PktsPerMsgOut = ratio(row.PktsIn, row.MsgsIn), ratio(row.PktsOut, row.MsgsOut)
+	row.BytesPerMsgIn, row.BytesPerMsgOut = ratio(row.BytesIn, row.MsgsIn), ratio(row.BytesOut, row.MsgsOut)
+	return row
 }
 
 // netStart is when net.csv's first window starts: when the recording

@@ -78,11 +78,13 @@ type dirCounts struct {
 	sparse         map[int]uint64 // sizes beyond dense
 	pureACKs       uint64
 	synMSS         int
+	classes        sizeClasses // live.go: for the live payload-size histogram
 }
 
 func (d *dirCounts) count(s *segment) {
 	d.packets.Add(1)
 	d.bytes.Add(uint64(s.payload))
+	d.classes.add(s.payload)
 	if s.payload < len(d.dense) {
 		d.dense[s.payload]++
 	} else if s.payload < 1<<16 {

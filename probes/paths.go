@@ -11,7 +11,7 @@ import (
 
 // Every loader (probes/NAME) has the same shape: NAME.go holds Options,
 // Open, the reads, Stats and Close; gen.go the bpf2go line that turns
-// bpf/NAME.bpf.c into the committed NAME_x86_bpfel.{go,o}. Its Options use
+// bpf/NAME.bpf.c into the committed NAME_{x86,arm64}_bpfel.{go,o}. Its Options use
 // the same field names for the same things:
 //
 //	PID       the target process (tgid)

@@ -186,13 +186,13 @@ func WriteTable[T any](dir, name string, rows []T) error {
 	return t.Close()
 }
 
-// ScanTable streams the rows of the CSV file at path into fn (the *T is
-// reused). Columns are found by name, so a file may hold more columns
+// ScanTable streams the rows of the CSV file at path (or of its Parquet
+// stand-in, see OpenTable) into fn (the *T is reused). Columns are found by name, so a file may hold more columns
 // than T declares; one that T declares and the file lacks is an error
 // naming it. fn may stop the scan by returning an error, which ScanTable
 // returns.
 func ScanTable[T any](path string, fn func(*T) error) error {
-	f, err := os.Open(path)
+	f, err := OpenTable(path)
 	if err != nil {
 		return err
 	}

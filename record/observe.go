@@ -2,6 +2,7 @@ package record
 
 import (
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -47,4 +48,46 @@ func (r *recorder) tick(now int64) *Tick {
 		}
 	}
 	return t
+}
+
+// An IOObserver is an Observer that also sees every socket call the socket
+// probe reports, marked or not, before the matcher takes it: on the
+// socket reader's goroutine, one at a time with Message. It must not keep
+// io after returning.
+type IOObserver interface {
+	IO(io *events.IO)
+}
+
+// A SwitchObserver is an Observer that also sees every context switch of
+// the target that the scheduler source reads (see source.Env.OnSwitch): on
+// that source's goroutine, concurrently with the other methods.
+type SwitchObserver interface {
+	Switch(sw source.SchedSwitch)
+}
+
+// observeIO hands io to the observers that want socket calls.
+func (r *recorder) observeIO(io *events.IO) {
+	for _, o := range r.cfg.Observers {
+		if w, ok := o.(IOObserver); ok {
+			w.IO(io)
+		}
+	}
+}
+
+// onSwitch is source.Env.OnSwitch: nil when no observer wants switches.
+func (r *recorder) onSwitch() func(source.SchedSwitch) {
+	var ws []SwitchObserver
+	for _, o := range r.cfg.Observers {
+		if w, ok := o.(SwitchObserver); ok {
+			ws = append(ws, w)
+		}
+	}
+	if len(ws) == 0 {
+		return nil
+	}
+	return func(sw source.SchedSwitch) {
+		for _, w := range ws {
+			w.Switch(sw)
+		}
+	}
 }

@@ -68,6 +68,9 @@ type Config struct {
 	IDTTL time.Duration
 	// Observers see the recording while it runs (see Observer).
 	Observers []Observer
+	// Format is the format of the tables: recfile.FormatCSV ("" too) or
+	// recfile.FormatParquet (see format.go).
+	Format string
 }
 
 // DefaultIDTTL bounds the matcher's memory to the ids read in the last
@@ -252,6 +255,7 @@ func (r *recorder) columns() []string {
 // stops those already started.
 func (r *recorder) startSources() error {
 	env := &source.Env{Target: r.cfg.Target, Out: r.dir, Start: r.meta.StartNs, Window: r.cfg.Window, Timeline: r.tl, MaxInBroker: r.cfg.IDTTL}
+	env.OnSwitch = r.onSwitch()
 	for _, src := range r.cfg.Sources {
 		err := src.Start(env)
 		switch {
@@ -288,6 +292,7 @@ func (r *recorder) placeSelf() error {
 
 // add takes one socket event, on the reader's goroutine.
 func (r *recorder) add(io *events.IO) {
+	r.observeIO(io)
 	r.m.Add(io)
 	if len(r.pending) > r.done {
 		r.flush(r.watermark())
@@ -454,6 +459,7 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 	if r.writeErr != nil {
 		r.warn("writing messages.csv failed: %v", r.writeErr)
 	}
+	r.convertFormat()
 	if err := r.writeMeta(); err != nil {
 		return nil, fmt.Errorf("%w: meta.json: %v", ErrOutput, err)
 	}

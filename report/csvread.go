@@ -65,9 +65,9 @@ func column[T any, N int | int64 | uint64 | float64](rows []T, field func(*T) N)
 // its line number. It reads the columns sources add to messages.csv,
 // which no row type declares since each recording has its own. Damage (a
 // row with another number of fields, a quote left open) is an error naming
-// the file and line.
+// the file and line. A Parquet recording is read as its CSV text.
 func scanCSV(path string, header func(names []string) error, fn func(line int, rec []string) error) error {
-	f, err := os.Open(path)
+	f, err := recfile.OpenTable(path)
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
 	}

@@ -86,7 +86,7 @@ func readDir(dir string) (*recordData, *loadData, error) {
 	if !fi.IsDir() {
 		return nil, nil, fmt.Errorf("%w: %s is a file, not a directory; give %s", ErrInput, dir, expected)
 	}
-	hasMsgs := exists(filepath.Join(dir, recfile.MessagesFile))
+	hasMsgs := recfile.TableExists(filepath.Join(dir, recfile.MessagesFile))
 	hasMeta := exists(filepath.Join(dir, recfile.MetaFile))
 	hasE2E := exists(filepath.Join(dir, recfile.E2EFile))
 	switch {
@@ -147,7 +147,7 @@ func readRecord(dir string) (*recordData, error) {
 	}
 	for _, o := range r.sourceFiles() {
 		path := filepath.Join(dir, o.file)
-		if !exists(path) {
+		if !recfile.TableExists(path) {
 			r.missing = append(r.missing, o.file+": "+r.sourceWhy(o.source, o.flag))
 			continue
 		}

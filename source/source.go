@@ -37,6 +37,11 @@ type Env struct {
 	// than that behind the newest message is never asked for. 0: no
 	// bound.
 	MaxInBroker time.Duration
+	// OnSwitch, if not nil, is given every context switch of the target
+	// that the scheduler source reads, on that source's reader goroutine,
+	// concurrently with everything else: it must be safe for that and
+	// return quickly.
+	OnSwitch func(SchedSwitch)
 }
 
 // ErrUnavailable is wrapped by a Source's Start error when it cannot run on

@@ -54,6 +54,7 @@ their bodies; payload bytes never leave the kernel.`,
 	}
 	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd(),
 		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd(), newExportCmd())
+	addBareMode(root) // no subcommand: discover the host's brokers, show one live
 	return root
 }
 

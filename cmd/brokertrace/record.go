@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,9 +21,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/brokertrace/brokertrace/metrics"
+	"github.com/brokertrace/brokertrace/perfetto"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
+	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
 )
 
@@ -40,9 +46,15 @@ type recordFlags struct {
 	Priority  string        `json:"priority"`
 	SelfCPUs  string        `json:"self_cpus,omitempty"`
 	IDTTL     time.Duration `json:"id_ttl_ns"`
+	Format    string        `json:"format"`
+	Metrics   string        `json:"metrics,omitempty"`
+	Perfetto  string        `json:"perfetto,omitempty"`
 	// Profiles of brokertrace itself (hidden flags).
 	CPUProfile string `json:"-"`
 	MemProfile string `json:"-"`
+	// view is bare mode's live view: it observes the recording and takes
+	// record's status lines in place of stderr.
+	view liveView
 	// sources are the table of sources, their flags bound.
 	sources []source.Spec
 }
@@ -62,6 +74,9 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.BoolVar(&f.Discard, "discard", false, "collect everything as a recording does but write no files (no --out): the summary only, to measure the cost of collection alone")
 	fl.StringVar(&f.Priority, "priority", string(process.PriorityIdle), "scheduling of brokertrace's own threads while recording, so they keep out of the broker's way: idle (SCHED_IDLE: only CPU time nothing else wants), batch (SCHED_BATCH, nice 19), nice (nice 19) or normal")
 	fl.StringVar(&f.SelfCPUs, "self-cpus", "", "run brokertrace's own threads only on these CPUs (list: 1 or 0-3,6), e.g. off the broker's; default: any")
+	fl.StringVar(&f.Format, "format", recfile.FormatCSV, "format of the tables: csv, or parquet (typed columns, for DuckDB, Spark or pandas; written as CSV, then converted when the recording ends); report reads both")
+	fl.StringVar(&f.Metrics, "metrics", "", "serve Prometheus metrics on this address while recording (:9464 or 127.0.0.1:9464; empty: off): latency, context switches, CPU, socket-queue wait and packet sizes as native histograms, every loss counter (docs/metrics.md)")
+	fl.StringVar(&f.Perfetto, "perfetto", "", "also write a Perfetto trace to this file (open it at ui.perfetto.dev): the broker's threads with their on-CPU stints and switch reasons, the socket calls that carried markers, one flow per message from its read to each write")
 	fl.DurationVar(&f.IDTTL, "id-ttl", record.DefaultIDTTL, "forget a message read that has no copy written after this long (counted as expired; a later copy counted as late), so memory stays bounded however long the recording; 0: never")
 	fl.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of brokertrace itself to this file")
 	fl.StringVar(&f.MemProfile, "memprofile", "", "write brokertrace's own heap profile to this file every 5 s")
@@ -95,7 +110,16 @@ on stderr, then a status line every second.`,
   sudo brokertrace record --name java --duration 60s --out amq-run
 
   # A known pid, forcing the system-call probe path (kernels before 6.3)
-  sudo brokertrace record --pid 1234 --probe-path syscalls`,
+  sudo brokertrace record --pid 1234 --probe-path syscalls
+
+  # Prometheus metrics on port 9464 while recording (scrape /metrics)
+  sudo brokertrace record --port 4222 --metrics :9464
+
+  # Tables as Parquet (messages.parquet, sched.parquet…) for DuckDB or pandas
+  sudo brokertrace record --port 4222 --format parquet --out nats-pq
+
+  # A Perfetto trace of 10 seconds beside the recording
+  sudo brokertrace record --port 4222 --duration 10s --perfetto nats.pftrace`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRecord(cmd, f)
@@ -178,6 +202,9 @@ func checkRecordFlags(f recordFlags) error {
 	if f.Window < time.Millisecond {
 		return withCode(exitUsage, errors.New("record: --window must be at least 1ms"))
 	}
+	if f.Format != "" && !slices.Contains(recfile.Formats, f.Format) {
+		return withCode(exitUsage, fmt.Errorf("record: --format must be one of %s, not %q", strings.Join(recfile.Formats, ", "), f.Format))
+	}
 	return nil
 }
 
@@ -217,11 +244,37 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 	if f.Quiet {
 		interval = time.Hour
 	}
+	var observers []record.Observer
+	if f.view != nil {
+		live, observers = f.view.StatusWriter(), append(observers, f.view)
+	}
+	if f.Metrics != "" {
+		srv, err := metrics.Listen(f.Metrics)
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("record: %w", err))
+		}
+		defer srv.Close()
+		observers = append(observers, srv.Observer(metrics.BrokerOf(proc), metrics.Columns(sources)))
+		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on http://%s/metrics\n", srv.Addr())
+		if f.Quiet {
+			// The metrics are updated every live interval.
+			interval, live = time.Second, attachedOnly{live}
+		}
+	}
+	if f.Perfetto != "" {
+		pf, err := perfetto.Create(f.Perfetto, proc.PID, proc.Comm, cmd.ErrOrStderr())
+		if err != nil {
+			return withCode(exitUsage, fmt.Errorf("record: --perfetto: %w", err))
+		}
+		defer pf.Close()
+		observers = append(observers, pf)
+	}
 	res, err := record.Run(ctx, record.Config{
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
-		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, IDTTL: idTTL(f.IDTTL),
+		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, IDTTL: idTTL(f.IDTTL), Observers: observers,
+		Format: f.Format,
 	})
 	if res != nil {
 		printSummary(cmd, res, f.JSON)
@@ -345,4 +398,16 @@ func writeHeap(name string) {
 	defer f.Close()
 	runtime.GC()
 	pprof.WriteHeapProfile(f)
+}
+
+// attachedOnly passes on record's "attached" line and drops its status
+// lines: --quiet with --metrics, whose exporter needs the status lines'
+// interval.
+type attachedOnly struct{ w io.Writer }
+
+func (a attachedOnly) Write(p []byte) (int, error) {
+	if bytes.HasPrefix(p, []byte("brokertrace: attached")) {
+		return a.w.Write(p)
+	}
+	return len(p), nil
 }

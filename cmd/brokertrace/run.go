@@ -63,7 +63,13 @@ eBPF features or cgroups.`,
   sudo brokertrace run --duration 60s --grace 20s --out amq-run -- /opt/activemq/bin/activemq console
 
   # Without CPU accounting (the cgroup still pins the CPUs)
-  sudo brokertrace run --cpus 0-1 --cpu=false -- nats-server`,
+  sudo brokertrace run --cpus 0-1 --cpu=false -- nats-server
+
+  # Prometheus metrics on port 9464 while it runs
+  sudo brokertrace run --metrics :9464 -- nats-server -p 4222
+
+  # The tables as Parquet files (report reads them as it reads CSV)
+  sudo brokertrace run --format parquet --out nats-pq -- nats-server -p 4222`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runRun(cmd, f, o, args)
 		},

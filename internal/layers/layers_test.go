@@ -55,6 +55,9 @@ var layer = map[string]int{
 	"sweep":     7, // a ladder of rates: runs brokers, record and load as children
 	"calibrate": 7, // sweep → calibration.json (ICPE'14 §4.4)
 	"predict":   7, // calibration → simulated model → prediction.json
+	"live":      7, // the live terminal view of a recording (bare mode)
+	"metrics":   7, // the Prometheus exporter: a record.Observer
+	"perfetto":  7, // the Perfetto trace: a record.Observer
 
 	"cmd/brokertrace": 8,
 

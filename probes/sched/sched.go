@@ -70,6 +70,10 @@ type Switch struct {
 	// attached. The stint is [Time-Charged, Time]: the kernel may start
 	// charging before the switch-in (a wake-up onto an idle CPU).
 	Charged int64
+	// Preempted is set when PrevTID's switch-out was involuntary (counted
+	// in ThreadStats.Involuntary: it stayed runnable), clear when it
+	// blocked (Voluntary).
+	Preempted bool
 }
 
 // Thread flags, as in enum sched_thread_flags.
@@ -80,8 +84,12 @@ const (
 	flagDead     = 8
 )
 
-// evCharged is SCHED_EV_CHARGED of enum sched_event_flags.
-const evCharged = 1
+// evCharged and evPreempted are SCHED_EV_CHARGED and SCHED_EV_PREEMPTED
+// of enum sched_event_flags.
+const (
+	evCharged   = 1
+	evPreempted = 2
+)
 
 // ThreadStats are one target thread's cumulative counters since Open.
 // Times are CLOCK_MONOTONIC nanoseconds (package monotime).
@@ -454,7 +462,8 @@ func (t *Tracer) ReadSwitches(ctx context.Context, fn func(Switch), idle func(no
 			return
 		}
 		ev := (*schedSchedEvent)(unsafe.Pointer(&raw[0]))
-		sw := Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu, Charged: -1}
+		sw := Switch{Time: int64(ev.Ts), PrevTID: ev.PrevTid, NextTID: ev.NextTid, CPU: ev.Cpu, Charged: -1,
+			Preempted: ev.Flags&evPreempted != 0}
 		if ev.Flags&evCharged != 0 {
 			sw.Charged = int64(ev.ChargedNs)
 		}

@@ -108,6 +108,9 @@ func (s *Source) Start(env *source.Env) error {
 			s.mu.Lock()
 			s.tl.add(sw)
 			s.mu.Unlock()
+			if env.OnSwitch != nil {
+				env.OnSwitch(source.SchedSwitch(sw))
+			}
 		}, func(now int64) { s.wm.Store(now - sealLag) })
 	}()
 	return nil
@@ -333,15 +336,20 @@ func (s *Source) writeSched(tl *source.Timeline) error {
 	ws := s.allWindows()
 	rows := make([]recfile.SchedRow, 0, len(ws))
 	for _, w := range ws {
-		in := tl.InBetween(w.start, w.end)
-		rows = append(rows, recfile.SchedRow{
-			TStart: w.start, TEnd: w.end, MsgsIn: in, MsgsOut: tl.OutBetween(w.start, w.end),
-			Voluntary: w.vol, Involuntary: w.invol, SwitchesTarget: w.vol + w.invol, SwitchesCPUs: w.cpus,
-			SwitchesPerMsg: ratio(w.vol+w.invol, in), SwitchesPerMsgCPUs: ratio(w.cpus, in),
-			OnCPUNs: w.on, OnCPUNsPerMsg: ratio(w.on, in),
-		})
+		rows = append(rows, schedRow(w, tl))
 	}
 	return recfile.WriteTable(s.env.Out, recfile.SchedFile, rows)
+}
+
+// schedRow is the row of sched.csv for window w.
+func schedRow(w window, tl *source.Timeline) recfile.SchedRow {
+	in := tl.InBetween(w.start, w.end)
+	return recfile.SchedRow{
+		TStart: w.start, TEnd: w.end, MsgsIn: in, MsgsOut: tl.OutBetween(w.start, w.end),
+		Voluntary: w.vol, Involuntary: w.invol, SwitchesTarget: w.vol + w.invol, SwitchesCPUs: w.cpus,
+		SwitchesPerMsg: ratio(w.vol+w.invol, in), SwitchesPerMsgCPUs: ratio(w.cpus, in),
+		OnCPUNs: w.on, OnCPUNsPerMsg: ratio(w.on, in),
+	}
 }
 
 func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error {
