@@ -142,6 +142,10 @@ var errExportInput = errors.New("cannot export")
 // chooseRate fills the rate, pattern and what-if rates: the flags where
 // given, else the sweep's highest unsaturated step.
 func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) error {
+	// A step the sweep kept up with may still lie at or past the model's
+	// own saturation (the peak step does, by construction of the
+	// calibration): an open network has no steady state there.
+	sat := min(jmva.Saturation(cal.Stages, jmva.LayoutCPU)*float64(max(cal.CPUs, 1)), jmva.Saturation(cal.Stages, jmva.LayoutStages))
 	var best *recfile.SweepStep
 	for i := range cal.Steps {
 		s := &cal.Steps[i]
@@ -151,7 +155,7 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 		if !slices.Contains(res.WhatIf, s.RateAsked) {
 			res.WhatIf = append(res.WhatIf, s.RateAsked)
 		}
-		if !s.Saturated && (best == nil || s.RateAsked > best.RateAsked || s.RateAsked == best.RateAsked && s.Pattern == qpme.PatternRegular) {
+		if !s.Saturated && s.RateAsked < sat && (best == nil || s.RateAsked > best.RateAsked || s.RateAsked == best.RateAsked && s.Pattern == qpme.PatternRegular) {
 			best = s
 		}
 	}
@@ -161,7 +165,7 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 	case f.rate > 0:
 		res.RateFrom = "--rate"
 	case best != nil:
-		res.Rate, res.RateFrom = best.RateAsked, fmt.Sprintf("sweep step %d, the highest asked rate below saturation", best.Index)
+		res.Rate, res.RateFrom = best.RateAsked, fmt.Sprintf("sweep step %d, the highest asked rate below saturation (the sweep's and the model's, %.6g msg/s)", best.Index, sat)
 		if res.Pattern == "" {
 			res.Pattern = best.Pattern
 		}
