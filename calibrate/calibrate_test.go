@@ -245,6 +245,41 @@ func TestCalibrateShareFromIRQ(t *testing.T) {
 	}
 }
 
+// TestCalibrateShareNegative: when the broker's CPU is busy less than the
+// broker's own (exact) CPU time — /proc/stat samples by the tick — busy −
+// broker is negative and irq + softirq is used instead, with a warning.
+func TestCalibrateShareNegative(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
+	var sw recfile.Sweep
+	if err := recfile.ReadJSON(dir, recfile.SweepFile, &sw); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range sw.Steps {
+		path := filepath.Join(dir, st.Dir, recfile.CPUCoresFile)
+		rows, err := recfile.ReadTable[recfile.CPUCoreRow](path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range rows {
+			if rows[i].CPU == 0 {
+				rows[i].Busy *= 0.95 / (1 + synShare) // 5% below the broker's CPU
+			}
+		}
+		if err := recfile.WriteTable(filepath.Dir(path), recfile.CPUCoresFile, rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cal, err := Run(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "system_share", param(t, cal, recfile.CalSystemShare).Value, synSoftIRQ, 1e-9)
+	if !slices.ContainsFunc(cal.Warnings, func(w string) bool { return strings.Contains(w, "irq + softirq (0.100) is used") }) {
+		t.Errorf("no warning about the negative share: %q", cal.Warnings)
+	}
+}
+
 // TestCalibrateGCLog: a JVM GC log listing the built-in pauses (20 ms
 // after every 500th message) and one 6 ms GC pause during which the
 // broker did not stall gives the threshold and pause from the log, and

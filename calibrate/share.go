@@ -79,6 +79,15 @@ func (c *calibration) systemShare() error {
 		what := map[string]string{ShareBusy: "busy − broker", ShareIRQ: "irq + softirq"}[c.opt.ShareFrom]
 		p.Derivation = fmt.Sprintf("Σ(%s) / Σ broker over the windows of the steps below saturation = %.4f / %.4f = %.3f (by the other measure, --system-share-from: busy − broker %.3f, irq + softirq %.3f); %s",
 			what, sum.outside(c.opt.ShareFrom), sum.broker, p.Value, sum.outside(ShareBusy)/sum.broker, sum.outside(ShareIRQ)/sum.broker, strings.Join(how, "; "))
+		if c.opt.ShareFrom == ShareBusy && p.Value < 0 {
+			// /proc/stat's busy time is sampled by the tick, the cgroup's
+			// CPU time is exact: on a CPU the broker nearly owns, the
+			// difference is the sampling error, not CPU outside the broker.
+			irq := sum.outside(ShareIRQ) / sum.broker
+			c.warn("system_share by busy − broker is %.3f: the broker's CPUs were busy less than the broker's own CPU time (/proc/stat is tick-sampled); irq + softirq (%.3f) is used", p.Value, irq)
+			p.Value = irq
+			p.Derivation += fmt.Sprintf("; negative, so irq + softirq is used: %.3f", irq)
+		}
 		if c.opt.ShareFrom == ShareBusy && p.Value > 1 {
 			c.warn("system_share %.2f: more CPU outside the broker than in it — other tasks shared the broker's CPUs (irq + softirq alone give %.3f; --system-share-from irq)", p.Value, sum.outside(ShareIRQ)/sum.broker)
 		}
