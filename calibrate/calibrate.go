@@ -46,6 +46,10 @@ type Options struct {
 	PauseMin time.Duration
 	// Penalties is k; 0: the number of timed places of the model.
 	Penalties float64
+	// PenaltiesMeasured makes k the measured drop in switches per message
+	// from the rate of peak utilisation to the peak (c: the CPU one real
+	// switch costs the broker), when the sweep shows one.
+	PenaltiesMeasured bool
 	// Version is written into calibration.json.
 	Version string
 	// Now stamps calibration.json (tests fix it).

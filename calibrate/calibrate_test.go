@@ -245,6 +245,20 @@ func TestCalibrateShareFromIRQ(t *testing.T) {
 	}
 }
 
+// TestCalibratePenaltiesMeasured: with --penalties-measured, k is the drop
+// in switches per message from the plateau step (3 at 6000 msg/s) to the
+// peak step (0.5 at 8000 msg/s).
+func TestCalibratePenaltiesMeasured(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
+	cal, err := Run(dir, Options{PenaltiesMeasured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "switch_penalties", param(t, cal, recfile.CalPenalties).Value, 2.5, 1e-12)
+	near(t, "context_switch_penalty", param(t, cal, recfile.CalSwitchPenalty).Value, (1e9/6000-1e9/8000)/2.5, 1e-6)
+}
+
 // TestCalibrateShareNegative: when the broker's CPU is busy less than the
 // broker's own (exact) CPU time — /proc/stat samples by the tick — busy −
 // broker is negative and irq + softirq is used instead, with a warning.

@@ -127,6 +127,11 @@ func (c *calibration) penalty() {
 	if c.opt.Penalties > 0 {
 		k, src, how = c.opt.Penalties, "option", fmt.Sprintf("given (--switch-penalties %g)", c.opt.Penalties)
 	}
+	if d := u.SwitchesPerMsgThreads - p.SwitchesPerMsgThreads; c.opt.PenaltiesMeasured && d > 0 && u != p {
+		// c is then the CPU one measured switch costs, and the simulated
+		// model pays it for each switch it makes, however many that is.
+		k, how = d, "the measured drop in switches of the broker's threads per message from rate_peak_util to peak_throughput (--penalties-measured)"
+	}
 	how += fmt.Sprintf("; measured: %.2f switches of the broker's threads per message at step %d, %.2f at step %d (difference %.2f)",
 		u.SwitchesPerMsgThreads, u.Index, p.SwitchesPerMsgThreads, p.Index, u.SwitchesPerMsgThreads-p.SwitchesPerMsgThreads)
 	c.add(recfile.CalParam{Name: recfile.CalPenalties, Value: k, Unit: "1", Source: src, Steps: []int{u.Index, p.Index}, Derivation: how})

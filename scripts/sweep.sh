@@ -8,8 +8,10 @@
 #   sudo scripts/sweep.sh [OUT] [nats|activemq|both]      (default: sweep-out both)
 #
 # Rerunning resumes an interrupted sweep. STEP, FROM, TO, STEPS, PATTERN override the
-# defaults (20s steps; 1000..128000 msg/s for nats-server, 250..8000 for
-# ActiveMQ, 8 rates; regular and bursty).
+# defaults (20s steps; 1000..128000 msg/s and 8 rates for nats-server,
+# 1000..24000 msg/s and 10 rates for ActiveMQ; regular and bursty).
+# ActiveMQ's GC log (the paper's source of the GC threshold) is
+# OUT/activemq-base/gc.log: `brokertrace calibrate --gc-log` reads it.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
@@ -55,8 +57,8 @@ XML
 		opens+=(--add-opens "$m=ALL-UNNAMED")
 	done
 	"$bt" sweep --url 'stomp://admin:admin@127.0.0.1:61613' --cpus "$cpu" --load-cpus 0 \
-		--from "${FROM:-250}" --to "${TO:-8000}" --steps "${STEPS:-6}" --pattern "${PATTERN:-both}" --step "$step" --warmup 5s \
-		--record-flag=--id-ttl=60s --grace 30s --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Djava.net.preferIPv4Stack=true \
+		--from "${FROM:-1000}" --to "${TO:-24000}" --steps "${STEPS:-10}" --pattern "${PATTERN:-both}" --step "$step" --warmup 5s \
+		--record-flag=--id-ttl=60s --grace 30s --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Xlog:gc:file="$base/gc.log":time -Djava.net.preferIPv4Stack=true \
 		--add-reads=java.xml=java.logging "${opens[@]}" -Dactivemq.classpath="$base/conf" \
 		-Dactivemq.home=/usr/share/activemq -Dactivemq.base="$base" -Dactivemq.conf="$base/conf" -Dactivemq.data="$base/data" \
 		-jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$base/conf/activemq.xml"

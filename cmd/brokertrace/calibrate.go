@@ -93,6 +93,7 @@ docs/calibration.md explains every parameter.`,
 	f.StringVar(&opt.GCLog, "gc-log", "", "a JVM GC log of the sweep's broker, written with -Xlog:gc:file=FILE:time: the GC threshold and pause come from it (as ICPE'14), compared with the pauses the kernel showed")
 	f.DurationVar(&opt.PauseMin, "pause-min", calibrate.DefaultPauseMin, "the shortest stall (no read while bytes wait in the socket) counted as a pause")
 	f.Float64Var(&opt.Penalties, "switch-penalties", 0, "k, context-switch penalties per message at the rate of peak utilisation (0: one per timed place of the model)")
+	f.BoolVar(&opt.PenaltiesMeasured, "penalties-measured", false, "k = the measured drop in context switches per message from the rate of peak utilisation to the peak, so that c is the cost of one real switch (default: one per timed place, as ICPE'14)")
 	f.BoolVar(&asJSON, "json", false, "print calibration.json on stdout instead of the table")
 	return cmd
 }
