@@ -18,6 +18,7 @@ import (
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // browserScreenshotEnv names the file the test writes report.html's
@@ -178,4 +179,47 @@ func browserScreenshot(t *testing.T, b *browser.Browser, path string) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot in %s (%d bytes)", path, len(shot))
+}
+
+// TestBrowserPages opens the sweep's report.html, prediction.html and
+// platform.html, made from the same synthetic inputs as their own tests,
+// and fails on any console complaint and any empty figure.
+func TestBrowserPages(t *testing.T) {
+	testutil.RequireTools(t, browser.Program)
+	sweepDir := sweepSynth(t, []recfile.SweepStep{
+		{Pattern: "regular", RateAsked: 1000, Status: recfile.SweepDone, RateAchieved: 999.5, BrokerUtil: 0.25, SystemUtil: 0.5, SwitchesPerMsgThreads: 2, SwitchesPerMsgCPUs: 2.5, PacketsPerMsgIn: 1, PacketsPerMsgOut: 0.75, BytesPerMsgIn: 1000, BytesPerMsgOut: 1100},
+		{Pattern: "bursty", Burst: 10, RateAsked: 1000, Status: recfile.SweepDone, RateAchieved: 1000, BrokerUtil: 0.125, SystemUtil: 0.4, SwitchesPerMsgThreads: 1, SwitchesPerMsgCPUs: 1.5, PacketsPerMsgIn: 0.5, PacketsPerMsgOut: 0.5, BytesPerMsgIn: 1000, BytesPerMsgOut: 1000},
+		{Pattern: "regular", RateAsked: 2000, Status: recfile.SweepDone, RateAchieved: 1900, BrokerUtil: 0.5, SystemUtil: 0.8, SwitchesPerMsgThreads: 1, SwitchesPerMsgCPUs: 1.2, PacketsPerMsgIn: 0.8, PacketsPerMsgOut: 0.6, BytesPerMsgIn: 1000, BytesPerMsgOut: 1050},
+	}, 1000)
+	sw, err := Sweep(sweepDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	predictDir := t.TempDir()
+	if _, err := PredictPage(predictTestPrediction(), predictDir); err != nil {
+		t.Fatal(err)
+	}
+	platformDir := platformTestDir(t)
+	if err := Platform(platformDir); err != nil {
+		t.Fatal(err)
+	}
+	b, err := browser.Start(t.Context(), browser.Options{Width: 1200, Height: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	for _, path := range []string{sw.HTML, filepath.Join(predictDir, "prediction.html"), filepath.Join(platformDir, "platform.html")} {
+		page, err := b.Load(t.Context(), path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, f := range page.Figures {
+			ids = append(ids, f.ID)
+		}
+		for _, p := range browserProblems(page, ids) {
+			t.Errorf("%s: %s", filepath.Base(path), p)
+		}
+		t.Logf("%s: %d figures drawn, %d console messages", filepath.Base(path), len(page.Figures), len(page.Console))
+	}
 }

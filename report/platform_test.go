@@ -13,6 +13,27 @@ import (
 // here (3 low, 2 high) gives platform.html with the table and the CDF, and
 // a .dat whose rows keep each sample's cluster.
 func TestPlatformPage(t *testing.T) {
+	dir := platformTestDir(t)
+	if err := Platform(dir); err != nil {
+		t.Fatal(err)
+	}
+	dat, err := os.ReadFile(filepath.Join(dir, "plots", "platform_timeslice.dat"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# value cdf cluster\n490 0.2 0\n500 0.4 0\n510 0.6 0\n4400 0.8 1\n4500 1 1\n"
+	if string(dat) != want {
+		t.Errorf(".dat:\n%s\nwant:\n%s", dat, want)
+	}
+	html, err := os.ReadFile(filepath.Join(dir, "platform.html"))
+	if err != nil || !strings.Contains(string(html), "timeslice_ns") || !strings.Contains(string(html), "<svg") || !strings.Contains(string(html), "high cluster") {
+		t.Errorf("platform.html lacks the table or the figure (%v)", err)
+	}
+}
+
+// platformTestDir writes a platform.json with one timeslice property and
+// its samples in two clusters.
+func platformTestDir(t *testing.T) string {
 	dir := t.TempDir()
 	if err := os.MkdirAll(filepath.Join(dir, recfile.PlatformSamplesDir), 0o755); err != nil {
 		t.Fatal(err)
@@ -34,19 +55,5 @@ func TestPlatformPage(t *testing.T) {
 	if err := recfile.WriteJSON(dir, recfile.PlatformFile, &p); err != nil {
 		t.Fatal(err)
 	}
-	if err := Platform(dir); err != nil {
-		t.Fatal(err)
-	}
-	dat, err := os.ReadFile(filepath.Join(dir, "plots", "platform_timeslice.dat"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "# value cdf cluster\n490 0.2 0\n500 0.4 0\n510 0.6 0\n4400 0.8 1\n4500 1 1\n"
-	if string(dat) != want {
-		t.Errorf(".dat:\n%s\nwant:\n%s", dat, want)
-	}
-	html, err := os.ReadFile(filepath.Join(dir, "platform.html"))
-	if err != nil || !strings.Contains(string(html), "timeslice_ns") || !strings.Contains(string(html), "<svg") || !strings.Contains(string(html), "high cluster") {
-		t.Errorf("platform.html lacks the table or the figure (%v)", err)
-	}
+	return dir
 }
