@@ -43,11 +43,13 @@ func analyze(s *Spec, samples []float64, deps map[string]recfile.PlatformPropert
 			return p, nil, fmt.Errorf("experiment %s: the samples do not form two clusters", s.Name)
 		}
 		v = c.DistanceOfMedians
-		// The distance's CI from the two clusters' mean CIs (independent).
-		h := math.Hypot((c.HighSummary.CIHigh-c.HighSummary.CILow)/2, (c.LowSummary.CIHigh-c.LowSummary.CILow)/2)
-		lo, hi = c.DistanceOfMeans-h, c.DistanceOfMeans+h
+		// The interval of the same statistic: the distance of the medians,
+		// from the order-statistic intervals of the two clusters' medians
+		// (their extremes: conservative).
+		lo = c.HighSummary.MedianCILow - c.LowSummary.MedianCIHigh
+		hi = c.HighSummary.MedianCIHigh - c.LowSummary.MedianCILow
 		q1, med, q3 = c.HighSummary.Q1-c.MedianLow, c.HighSummary.Median-c.MedianLow, c.HighSummary.Q3-c.MedianLow
-		method = fmt.Sprintf("two-cluster k-means of log(sample) (exact 1-D split at %s) of %d samples (%s): distance between the clusters' medians %s (%d low) and %s (%d high); distance of means %s; within-cluster share of the variance of log(sample) %.3f",
+		method = fmt.Sprintf("two-cluster k-means of log(sample) (exact 1-D split at %s) of %d samples (%s): distance between the clusters' medians %s (%d low) and %s (%d high); distance of means %s; within-cluster share of the variance of log(sample) %.3f; 95%% CI: from the order-statistic intervals of the two medians",
 			fmtNs(c.Split), sum.N, s.Sensor, fmtNs(c.MedianLow), c.NLow, fmtNs(c.MedianHigh), c.NHigh, fmtNs(c.DistanceOfMeans), c.WithinSSFraction)
 		clusters = make([]int64, len(xs))
 		for i, x := range xs {

@@ -153,4 +153,15 @@ func TestAnalyze(t *testing.T) {
 	if err != nil || p.Value != 4005 || cl[3] != 1 || cl[0] != 0 {
 		t.Errorf("timeslice: %v %+v clusters %v, want 4005 (4505 − 500)", err, p, cl)
 	}
+	// The interval is of the same statistic: it holds the distance of the
+	// medians (4000), and is no wider than the clusters' spreads allow.
+	// Four stragglers at 9 ms pull the high cluster's mean, not its median.
+	xs := []float64{9000, 9000, 9000, 9000}
+	for i := range 21 {
+		xs = append(xs, 490+float64(i), 4490+float64(i))
+	}
+	p, _, _ = analyze(ts, xs, nil)
+	if p.Value != 4002 || p.CI95Low == nil || *p.CI95Low > p.Value || *p.CI95High < p.Value || *p.CI95Low < 3980 || *p.CI95High > 4030 {
+		t.Errorf("timeslice of 21 + 25 samples: %v (CI %v–%v), want 4002 (4502 − 500) inside a CI of a few ns", p.Value, *p.CI95Low, *p.CI95High)
+	}
 }
