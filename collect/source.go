@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/procfs"
 
@@ -167,9 +168,7 @@ func (s *Source) read() (reading, map[int64]cpuTimes) {
 	s.reads++
 	r := reading{t: monotime.Now()}
 	if s.cg != nil {
-		u, err := s.cg.read()
-		r.cg, r.cgOK = u, err == nil
-		s.fail("cgroup", err)
+		r.t = s.readCgroup(&r)
 	}
 	var err error
 	r.user, r.sys, err = s.proc.stat()
@@ -188,6 +187,34 @@ func (s *Source) read() (reading, map[int64]cpuTimes) {
 	r.ncpu = len(per)
 	s.fail("system", err)
 	return r, per
+}
+
+// cleanSpan bounds how long one reading of the cgroup's counter may take
+// (clock before to clock after). A reader delayed longer — preempted, or
+// stopped by the Go runtime — would pair the counter with a time up to
+// the delay away from it, and a window of 100 ms would show a broker at
+// 110% of a CPU; such a reading is taken again, up to cleanTries times.
+const (
+	cleanSpan  = int64(time.Millisecond)
+	cleanTries = 3
+)
+
+// readCgroup reads the cgroup's counter into r and returns its time: the
+// middle of the shortest of up to cleanTries reads.
+func (s *Source) readCgroup(r *reading) int64 {
+	var t int64
+	for try := 0; try < cleanTries; try++ {
+		t0 := monotime.Now()
+		u, err := s.cg.read()
+		t1 := monotime.Now()
+		r.cg, r.cgOK, t = u, err == nil, t0+(t1-t0)/2
+		if err != nil || t1-t0 <= cleanSpan {
+			s.fail("cgroup", err)
+			return t
+		}
+	}
+	s.fail("cgroup", nil)
+	return t
 }
 
 func (s *Source) fail(what string, err error) {
