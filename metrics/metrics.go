@@ -16,10 +16,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"regexp"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -51,30 +48,13 @@ var labelNames = []string{"comm", "pid", "container"}
 
 // BrokerOf labels p: its comm, pid and container id.
 func BrokerOf(p *process.Process) Broker {
-	return Broker{Comm: p.Comm, PID: p.PID, Container: ContainerID(p.PID)}
+	return Broker{Comm: p.Comm, PID: p.PID, Container: container(p.PID)}
 }
 
-// containerID matches the 64-hex-digit ids container runtimes put in their
-// containers' cgroup paths: docker-ID.scope, cri-containerd-ID.scope,
-// libpod-ID.scope, /docker/ID, /kubepods/…/ID.
-var containerID = regexp.MustCompile(`[0-9a-f]{64}`)
-
-// ContainerID is the container id in pid's cgroup v2 path ("0::PATH" in
-// /proc/PID/cgroup), the innermost when nested; "" outside a container or
-// when the path cannot be read.
-func ContainerID(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
-	if err != nil {
-		return ""
-	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if p, ok := strings.CutPrefix(line, "0::"); ok {
-			if ids := containerID.FindAllString(p, -1); len(ids) > 0 {
-				return ids[len(ids)-1]
-			}
-		}
-	}
-	return ""
+// container is the container id of pid's cgroup, "" outside one.
+func container(pid int) string {
+	_, id := process.Cgroup(pid)
+	return id
 }
 
 // Columns are the columns the annotating sources among srcs add to

@@ -217,7 +217,7 @@ func discoverOne(fs procfs.FS, pid int, nsPorts map[uint64]map[uint64]bool, clai
 	})
 	b.NSPID = nsPID(pid)
 	b.PIDNS, _ = NetNSInode(fmt.Sprintf("/proc/%d/ns/pid", pid))
-	b.Cgroup, b.Container = cgroupOf(pid)
+	b.Cgroup, b.Container = Cgroup(pid)
 	return b, true
 }
 
@@ -267,9 +267,10 @@ func nsPID(pid int) int {
 // libpod-ID.scope, /docker/ID, /kubepods/…/ID.
 var containerID = regexp.MustCompile(`[0-9a-f]{64}`)
 
-// cgroupOf returns pid's cgroup v2 path ("0::PATH" in /proc/PID/cgroup) and
-// the container id in it, the last one when nested.
-func cgroupOf(pid int) (path, container string) {
+// Cgroup returns pid's cgroup v2 path ("0::PATH" in /proc/PID/cgroup) and
+// the container id in it, the innermost when nested; "" for what cannot
+// be read or is not there.
+func Cgroup(pid int) (path, container string) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
 	if err != nil {
 		return "", ""
