@@ -351,6 +351,43 @@ int BPF_PROG(exit_btf)
 	return on_exit();
 }
 
+/*
+ * Kernels before 5.18 pass sched_switch no prev_state: the programs below
+ * take the three arguments those kernels pass and read the state the
+ * tracepoint would have reported from the task (its __state, state before
+ * 5.14), which is what the tracepoint read itself; a preempted task is
+ * reported running, as there. The loader takes them where the kernel's BTF
+ * gives the tracepoint three arguments.
+ */
+struct task_struct___state {
+	unsigned int __state;
+} __attribute__((preserve_access_index));
+
+struct task_struct___old {
+	long state;
+} __attribute__((preserve_access_index));
+
+static __always_inline unsigned int task_state(struct task_struct *p, bool preempt)
+{
+	if (preempt)
+		return TASK_RUNNING;
+	if (bpf_core_field_exists(struct task_struct___state, __state))
+		return BPF_CORE_READ((struct task_struct___state *)p, __state);
+	return BPF_CORE_READ((struct task_struct___old *)p, state);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf_3, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next, task_state(prev, preempt), true);
+}
+
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw_3, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_switch(preempt, prev, next, task_state(prev, preempt), false);
+}
+
 /* raw_tp path: same arguments, untrusted pointers. */
 
 SEC("raw_tp/sched_switch")

@@ -49,11 +49,27 @@ const volatile __u32 scan_limit = 0xffffffff; /* bytes scanned per call at most 
  * microsecond and the reader a context switch per event. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
-#define SCAN_CHUNK 16384 /* bytes copied and scanned per step */
 /* Room in front of a chunk: the carried bytes, up to 24, end at HEAD, and
  * at least STRIDE - 1 bytes before them, so that the search around a
  * candidate word never reaches before the buffer. */
 #define HEAD 32
+/*
+ * Every load from the scratch buffer at a computed offset goes through
+ * AT(), which masks the offset with BUF_MASK in an instruction clang cannot
+ * drop. The mask changes no offset the scan computes (they all lie below
+ * it); it is there for the verifier, which then knows the load is in
+ * bounds from the mask alone. Verifiers before Linux 6.8 lose or corrupt
+ * the bounds that comparisons give a register (a comparison with a constant
+ * on its left is neither predicted nor used on 5.10-6.1, and its dead branch
+ * is walked with min > max); a bound that comes from a mask survives every
+ * version from 5.10 on. The buffer holds BUF_SLACK bytes past the mask, so
+ * that a masked offset plus a constant up to 56 stays inside. A per-CPU
+ * value is at most 32 KiB, so the mask is 16 KiB - 1 and a chunk what fits
+ * below it with the room in front.
+ */
+#define BUF_MASK 16383
+#define BUF_SLACK 64
+#define SCAN_CHUNK (BUF_MASK + 1 - HEAD - 32) /* bytes copied and scanned per step */
 #define MAX_IOV 1024    /* iovec entries examined per call: IOV_MAX */
 #define MAX_MMSG 1024   /* mmsghdr entries per recvmmsg/sendmmsg: UIO_MAXIOV */
 #define IOV_BATCH 16    /* iovec entries read from user memory at once */
@@ -61,7 +77,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 /* Steps per call under bpf_loop: a call moves < 2^31 bytes, which take at
  * most 2^17 chunks, plus two steps per iovec entry; so never binding. */
 #define LOOP_STEPS (1 << 18)
-#define BUF_SIZE (HEAD + SCAN_CHUNK + 8)
+#define BUF_SIZE (BUF_MASK + 1 + BUF_SLACK)
 #define NEV 8 /* events staged per call before the first is sent */
 /* Chunks of up to SMALL bytes are scanned without calls to scan_words;
  * calls of up to EAGER_TS bytes read the clock only when they carry a
@@ -114,6 +130,8 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define NR_sendmmsg 269
 #define NR_preadv2 286
 #define NR_pwritev2 287
+#define NR_sendfile 71
+#define NR_splice 76
 /* Arguments in x0..x5; x0 holds the return value by the call's exit, so
  * the first argument is orig_x0. */
 #define SC_NR(r) ((r)->syscallno)
@@ -140,6 +158,8 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define NR_sendmmsg 307
 #define NR_preadv2 327
 #define NR_pwritev2 328
+#define NR_sendfile 40
+#define NR_splice 275
 /* The system call ABI: di, si, dx, r10 (not cx), r8, r9. */
 #define SC_NR(r) ((r)->orig_ax)
 #define SC_ARG1(r) ((r)->di)
@@ -159,10 +179,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
  * that would nest in itself. So one slot per CPU is enough, and the per-CPU
  * counters need no atomic operations. */
 struct scan_ctx {
-	union {
-		__u8 buf[BUF_SIZE];
-		__u64 words[BUF_SIZE / 8]; /* aligned 8-byte loads for the scan */
-	};
+	__u8 buf[BUF_SIZE] __attribute__((aligned(8)));
 	__u64 carry[3];  /* last bytes of the stream so far, right-aligned */
 	__u32 nev;       /* index of the event markers go to now */
 	__u32 found;     /* markers found in this call */
@@ -286,6 +303,25 @@ static __always_inline struct bt_stats *get_stats(void)
 	return bpf_map_lookup_elem(&stats, &zero);
 }
 
+/* MASK is v & m in an instruction of its own, which clang cannot drop
+ * even where it knows the mask changes nothing: the verifier knows the
+ * result's bound from it (see BUF_MASK). */
+#define MASK(v, m)                                          \
+	({                                                  \
+		__u64 __v = (v);                            \
+		asm volatile("%0 &= %1" : "+r"(__v) : "i"(m)); \
+		__v;                                        \
+	})
+
+static __always_inline __u64 masked(__u64 o)
+{
+	return MASK(o, BUF_MASK);
+}
+
+/* AT is the address of buf[o] for an offset o < BUF_MASK computed at run
+ * time; k a constant of at most BUF_SLACK - 8. */
+#define AT(o, k) (&c->buf[masked(o) + (k)])
+
 /* flush_events sends the events of this call staged so far, stamped with
  * the time since the call's bytes were handed over. more: the call goes on. */
 static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st, bool more)
@@ -359,25 +395,27 @@ __noinline int try_marker(__u64 p)
 		return 0;
 	if (p > HEAD + SCAN_CHUNK - BT_MARKER_LEN)
 		return 0;
+	const __u8 *m = AT(p, 0);
 	/* "BTID" as a little-endian u32. */
-	if (*(__u32 *)&c->buf[p] != 0x44495442)
+	if (*(__u32 *)m != 0x44495442)
 		return 0;
 	__u64 id = 0;
 	for (int i = 0; i < 16; i++) {
-		int v = hexval(c->buf[p + 4 + i]);
+		int v = hexval(m[4 + i]);
 		if (v < 0)
 			return 0;
 		id = (id << 4) | v;
 	}
 	if (c->found == 0)
 		fill_header(c);
-	__u32 i = c->nev & (NEV - 1);
+	__u32 i = MASK(c->nev, NEV - 1);
 	__u32 k = c->ev[i].nr_markers;
 	if (k >= BT_MAX_MARKERS) {
-		if (i + 1 < NEV) {
+		if (i < NEV - 1) {
 			/* The next event: the same call, the same header. */
-			__builtin_memcpy(&c->ev[i + 1], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
-			c->nev = ++i;
+			__u32 n = MASK(i + 1, NEV - 1);
+			__builtin_memcpy(&c->ev[n], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
+			c->nev = i = n;
 		} else {
 			flush_events(c, st, true);
 			i = 0;
@@ -385,8 +423,8 @@ __noinline int try_marker(__u64 p)
 		c->ev[i].nr_markers = 0;
 		k = 0;
 	}
-	i &= NEV - 1;
-	k &= BT_MAX_MARKERS - 1;
+	i = MASK(i, NEV - 1);
+	k = MASK(k, BT_MAX_MARKERS - 1);
 	c->ev[i].markers[k].id = id;
 	c->ev[i].markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
 	c->ev[i].nr_markers = k + 1;
@@ -405,9 +443,6 @@ static __always_inline __u64 load64(const void *p)
 	return v;
 }
 
-/* Keep clang from moving a bounds-checked offset's arithmetic across the
- * check, where the verifier could no longer see the bound. */
-#define BOUNDED(v) asm volatile("" : "+r"(v))
 
 static __always_inline bool has_b(__u64 x)
 {
@@ -428,15 +463,13 @@ __noinline int check_cand(__u64 w, __u64 start, __u64 end)
 	if (!c || w < STRIDE - 1 || w > HEAD + SCAN_CHUNK)
 		return 0;
 	__u64 from = w - (STRIDE - 1);
-	BOUNDED(from);
+	const __u8 *b = AT(from, 0);
 	/* The 13 bytes from `from` lie in the two words at from and from + 8. */
-	if (!has_b(load64(&c->buf[from])) && !has_b(load64(&c->buf[from + 8])))
+	if (!has_b(load64(b)) && !has_b(load64(b + 8)))
 		return 0;
 	for (__u32 j = 0; j < STRIDE; j++) {
 		__u64 p = from + j;
-		if (p > w)
-			break;
-		if (c->buf[p] == 'B' && p >= start && p + BT_MARKER_LEN <= end)
+		if (b[j] == 'B' && p >= start && p + BT_MARKER_LEN <= end)
 			try_marker(p);
 	}
 	return 0;
@@ -459,7 +492,7 @@ static __always_inline __u64 cand_bit(__u64 x)
 	return (far(x) >> 7) - 1;
 }
 
-#define LOAD(o) load64(&c->buf[(o)])
+#define LOAD(o, k) load64(AT(o, k))
 
 /* check_block checks the words at o, o + STRIDE, ... (UNROLL of them, those
  * that end by end) one by one: the block held a candidate, or it is the
@@ -471,13 +504,13 @@ __noinline int check_block(__u64 o, __u64 start, __u64 end)
 		return 0;
 	for (__u32 j = 0; j < UNROLL; j++) {
 		__u64 w = o + j * STRIDE;
-		if (w + 8 > end || w > BUF_SIZE - 8 || w < STRIDE - 1)
+		if (w + 8 > end)
 			break;
-		BOUNDED(w);
 		/* Text holds many candidate words (runs of digits) and few 'B's:
-		 * look for one before calling out. */
-		if (far(LOAD(w)) == 0 &&
-		    (has_b(LOAD(w - (STRIDE - 1))) || has_b(LOAD(w - (STRIDE - 1) + 8))))
+		 * look for one before calling out. Every w is at least STRIDE - 1
+		 * (a scan starts there at least; see stage). */
+		if (far(LOAD(w, 0)) == 0 &&
+		    (has_b(LOAD(w - (STRIDE - 1), 0)) || has_b(LOAD(w - (STRIDE - 1), 8))))
 			check_cand(w, start, end);
 	}
 	return 0;
@@ -489,10 +522,10 @@ __noinline int check_block(__u64 o, __u64 start, __u64 end)
  * a-f) and few 'B's, and a call out costs more than this. */
 static __always_inline bool block_has_b(struct scan_ctx *c, __u64 o)
 {
-	__u64 p = o - (STRIDE - 1);
+	const __u8 *p = AT(o - (STRIDE - 1), 0);
 	__u64 b = 0;
 	for (__u32 k = 0; k < 7; k++) {
-		__u64 v = LOAD(p + 8 * k) ^ ('B' * ONES);
+		__u64 v = load64(p + 8 * k) ^ ('B' * ONES);
 		b |= (v - ONES) & ~v;
 	}
 	return b & HIGHS;
@@ -504,12 +537,12 @@ static __always_inline bool block_has_b(struct scan_ctx *c, __u64 o)
 static __always_inline __u64 scan_blocks(struct scan_ctx *c, __u64 o, __u64 start, __u64 end, __u32 n)
 {
 	for (__u32 i = 0; i < n; i++) {
-		if (o + BLOCK - STRIDE + 8 > end || o > BUF_SIZE - (BLOCK - STRIDE + 8))
+		if (o + BLOCK - STRIDE + 8 > end)
 			break;
-		BOUNDED(o);
-		__u64 m = cand_bit(LOAD(o)) | cand_bit(LOAD(o + STRIDE)) | cand_bit(LOAD(o + 2 * STRIDE)) |
-			  cand_bit(LOAD(o + 3 * STRIDE));
-		if ((__s64)m < 0 && o >= STRIDE - 1 && block_has_b(c, o))
+		const __u8 *b = AT(o, 0);
+		__u64 m = cand_bit(load64(b)) | cand_bit(load64(b + STRIDE)) | cand_bit(load64(b + 2 * STRIDE)) |
+			  cand_bit(load64(b + 3 * STRIDE));
+		if ((__s64)m < 0 && block_has_b(c, o))
 			check_block(o, start, end);
 		o += BLOCK;
 	}
@@ -536,10 +569,9 @@ static __always_inline void scan_tail(struct scan_ctx *c, __u64 o, __u64 start, 
 	__u64 m = 0;
 	for (__u32 j = 0; j < UNROLL; j++) {
 		__u64 w = o + j * STRIDE;
-		if (w + 8 > end || w > BUF_SIZE - 8)
+		if (w + 8 > end)
 			break;
-		BOUNDED(w);
-		m |= cand_bit(LOAD(w));
+		m |= cand_bit(LOAD(w, 0));
 	}
 	if ((__s64)m < 0)
 		check_block(o, start, end);
@@ -552,17 +584,12 @@ static __always_inline __u32 carry_len_at(struct scan_ctx *c, __u32 start, __u32
 	for (__u32 k = 1; k <= BT_CARRY_MAX; k++) {
 		if (k > end || end - k < start)
 			return 0;
-		__u32 p = end - k;
-		if (p >= BUF_SIZE)
-			return 0;
-		if (c->buf[p] != 'B')
+		const __u8 *b = AT(end - k, 0);
+		if (b[0] != 'B')
 			continue;
 		/* Check the bytes after the 'B' against "TID" + hex digits. */
 		for (__u32 i = 1; i < k; i++) {
-			__u32 q = p + i;
-			if (q >= BUF_SIZE)
-				return 0;
-			__u8 ch = c->buf[q];
+			__u8 ch = b[i];
 			if ((i == 1 && ch != 'T') || (i == 2 && ch != 'I') || (i == 3 && ch != 'D') ||
 			    (i >= 4 && hexval(ch) < 0))
 				return 0;
@@ -596,12 +623,12 @@ static __always_inline long stage(struct scan_ctx *c, __u64 uptr, __u32 len)
 __noinline int carry_tail(__u64 start, __u64 end)
 {
 	struct scan_ctx *c = get_ctx();
-	if (!c || end < 24 || end > BUF_SIZE)
+	if (!c || end < 24)
 		return 0;
-	__u64 at = end - 24;
-	c->carry[0] = load64(&c->buf[at]);
-	c->carry[1] = load64(&c->buf[at + 8]);
-	c->carry[2] = load64(&c->buf[at + 16]);
+	const __u8 *b = AT(end - 24, 0);
+	c->carry[0] = load64(b);
+	c->carry[1] = load64(b + 8);
+	c->carry[2] = load64(b + 16);
 	c->carry_len = carry_len_at(c, start, end);
 	return 0;
 }
@@ -612,12 +639,12 @@ __noinline int carry_tail(__u64 start, __u64 end)
 static __always_inline void keep_tail(struct scan_ctx *c, __u32 start, __u32 end)
 {
 	__u64 lw = (end - BT_CARRY_MAX) / 8;
+	const __u8 *b = AT(lw * 8, 0);
 	bool maybe = false;
 	for (__u64 k = 0; k < 4; k++) {
-		__u64 wi = lw + k;
-		if (wi * 8 >= end || wi >= BUF_SIZE / 8)
+		if ((lw + k) * 8 >= end)
 			break;
-		if (has_b(c->words[wi]))
+		if (has_b(load64(b + 8 * k)))
 			maybe = true;
 	}
 	c->carry_len = 0;
@@ -924,6 +951,15 @@ static __always_inline void account(struct scan_ctx *c, struct bt_stats *st, __u
 	}
 }
 
+/* count_other counts a call whose bytes cannot be scanned (sendfile, splice,
+ * io_uring): the bytes it moved are in the counters, never silently gone. */
+static __always_inline void count_other(struct bt_stats *st, __u32 dir, __u32 total)
+{
+	dir &= 1;
+	st->other_calls[dir] += 1;
+	st->other_bytes[dir] += total;
+}
+
 /*
  * scan_call accounts one traced call of the target and scans its bytes.
  * loop: walk under bpf_loop (a constant per program: the other walk is
@@ -941,8 +977,7 @@ static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u
 	st->calls[dir] += 1;
 	st->bytes[dir] += total;
 	if (call == BT_CALL_OTHER) {
-		st->other_calls[dir] += 1;
-		st->other_bytes[dir] += total;
+		count_other(st, dir, total);
 		return 0;
 	}
 
@@ -1095,6 +1130,21 @@ static __always_inline int on_mmsg(int fd, __u64 arr, long ret, int flags, __u32
 	return scan_call(sk, dir, call, arr, n, WALK_MMSG, mmsg_total(arr, n), loop, false);
 }
 
+/* on_other counts a call on fd that moved ret bytes without the probe being
+ * able to scan them, if fd is a TCP socket; returns whether it was. */
+static __always_inline bool on_other(int fd, __u32 dir, long ret)
+{
+	struct sock *sk = sock_of_fd(fd);
+	struct bt_stats *st = get_stats();
+	if (!sk || !st || !is_tcp_read(sk))
+		return false;
+	dir &= 1;
+	st->calls[dir] += 1;
+	st->bytes[dir] += ret;
+	count_other(st, dir, ret);
+	return true;
+}
+
 /* ---- path "sock": tp_btf on the socket length tracepoints (Linux 6.3+) ---- */
 
 /* lend_carry hands the socket's carry to the LRU map for an mmsg call,
@@ -1187,6 +1237,19 @@ int sys_exit_sendmmsg(struct bt_sys_exit_ctx *ctx)
 	return on_mmsg_exit(ctx, BT_DIR_OUT);
 }
 
+/* A splice from a socket into a pipe reads the socket through its
+ * splice_read, which the sock tracepoints do not see (a splice into a socket
+ * sends through sock_sendmsg, which they do): counted at the call's exit. */
+SEC("tracepoint/syscalls/sys_exit_splice")
+int sys_exit_splice(struct bt_sys_exit_ctx *ctx)
+{
+	if (!is_target() || ctx->ret <= 0)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	on_other(SC_ARG1(regs), BT_DIR_IN, ctx->ret);
+	return 0;
+}
+
 /* ---- path "syscalls": raw_tp on sys_exit, for kernels before 6.3 ---- */
 
 static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
@@ -1218,6 +1281,13 @@ static __always_inline int on_sys_exit(__u64 *ctx, bool loop)
 		return on_mmsg(SC_ARG1_CORE(regs), SC_ARG2_CORE(regs), ret, SC_ARG4_CORE(regs), BT_DIR_IN, loop);
 	case NR_sendmmsg:
 		return on_mmsg(SC_ARG1_CORE(regs), SC_ARG2_CORE(regs), ret, 0, BT_DIR_OUT, loop);
+	case NR_sendfile:
+		return on_other(SC_ARG1_CORE(regs), BT_DIR_OUT, ret);
+	case NR_splice:
+		/* One end is a pipe: the other may be a socket. */
+		if (!on_other(SC_ARG1_CORE(regs), BT_DIR_IN, ret))
+			on_other(SC_ARG3_CORE(regs), BT_DIR_OUT, ret);
+		return 0;
 	case NR_write:
 	case NR_writev:
 	case NR_pwritev2:

@@ -28,7 +28,9 @@
  * On both paths a tp_btf program on sock:inet_sock_set_state samples each
  * watched connection as it becomes established, so that user space can tell
  * connections whose every byte was sampled from those that predate the
- * probe (whose first sampled chunk may have arrived earlier).
+ * probe (whose first sampled chunk may have arrived earlier). Samples carry
+ * the socket's cookie on the data_ready path, a lifetime of the probe's own
+ * on the tcp_probe path (see seen).
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -96,15 +98,29 @@ struct {
 	__type(value, struct sq_stats);
 } stats SEC(".maps");
 
-/* tcp_probe path: the value last sampled per socket. LRU, so that closed
- * sockets age out; a socket that lost its entry is sampled once more, which
- * user space ignores. */
+/*
+ * tcp_probe path: per socket, the value last sampled and the socket's
+ * lifetime. That path runs on kernels before 6.3, and those before 5.12
+ * refuse bpf_get_socket_cookie in tracing programs; so its events carry a
+ * lifetime of its own instead of the cookie: the time the socket became
+ * established (set_state), or was first seen. It tells apart sockets that
+ * reuse an address as the cookie does. LRU, so that closed sockets age out;
+ * a socket that lost its entry starts a new lifetime, which user space sees
+ * as a connection that predates the probe (its first chunk's arrival
+ * unknown).
+ */
+struct sock_seen {
+	__u64 life;     /* the lifetime the socket's events carry as their cookie */
+	__u32 last;     /* rcv_nxt last sampled */
+	__u32 has_last; /* last is set */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 65536);
 	__type(key, __u64);
-	__type(value, __u32);
-} last_seq SEC(".maps");
+	__type(value, struct sock_seen);
+} seen SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -144,7 +160,9 @@ static __always_inline bool watched(const struct sock *sk)
 	return true;
 }
 
-static __always_inline void emit(const struct sock *sk, __u32 rcv_nxt, __u16 flags, struct sq_stats *st)
+/* emit samples sk; cookie: the socket's cookie, or its lifetime (see seen). */
+static __always_inline void emit(const struct sock *sk, __u64 cookie, __u32 rcv_nxt, __u16 flags,
+				 struct sq_stats *st)
 {
 	struct sq_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 	if (!ev) {
@@ -153,7 +171,7 @@ static __always_inline void emit(const struct sock *sk, __u32 rcv_nxt, __u16 fla
 	}
 	ev->ts_ns = bpf_ktime_get_ns();
 	ev->sock = (__u64)sk;
-	ev->cookie = bpf_get_socket_cookie((void *)sk);
+	ev->cookie = cookie;
 	ev->rcv_nxt = rcv_nxt;
 	ev->lport = sk->__sk_common.skc_num;
 	ev->flags = flags;
@@ -177,7 +195,7 @@ int BPF_PROG(data_ready, const struct sock *sk)
 	if (!tp)
 		return 0;
 	__sync_fetch_and_add(&st->hits, 1);
-	emit(sk, tp->rcv_nxt, 0, st);
+	emit(sk, bpf_get_socket_cookie((void *)sk), tp->rcv_nxt, 0, st);
 	return 0;
 }
 
@@ -204,13 +222,21 @@ int BPF_PROG(tcp_probe, const struct sock *sk, const struct sk_buff *skb)
 	if ((__s32)(seq - nxt) <= 0 && (__s32)(end - nxt) > 0)
 		nxt = end;
 	__u64 key = (__u64)sk;
-	__u32 *last = bpf_map_lookup_elem(&last_seq, &key);
-	if (last && *last == nxt) {
+	struct sock_seen *sn = bpf_map_lookup_elem(&seen, &key);
+	if (!sn) {
+		struct sock_seen first = { .life = bpf_ktime_get_ns() };
+		bpf_map_update_elem(&seen, &key, &first, BPF_NOEXIST);
+		sn = bpf_map_lookup_elem(&seen, &key);
+		if (!sn)
+			return 0;
+	}
+	if (sn->has_last && sn->last == nxt) {
 		__sync_fetch_and_add(&st->unchanged, 1);
 		return 0;
 	}
-	bpf_map_update_elem(&last_seq, &key, &nxt, BPF_ANY);
-	emit(sk, nxt, 0, st);
+	sn->last = nxt;
+	sn->has_last = 1;
+	emit(sk, sn->life, nxt, 0, st);
 	return 0;
 }
 
@@ -218,9 +244,9 @@ int BPF_PROG(tcp_probe, const struct sock *sk, const struct sk_buff *skb)
 
 /* A connection accepted on a watched port becomes established (the
  * tracepoint fires before the state changes): sample its start, so that user
- * space knows the arrival of all its data from the first byte. */
-SEC("tp_btf/inet_sock_set_state")
-int BPF_PROG(set_state, const struct sock *sk, const int oldstate, const int newstate)
+ * space knows the arrival of all its data from the first byte. lifetime:
+ * the tcp_probe path's (see seen), which begins here. */
+static __always_inline int on_established(const struct sock *sk, int newstate, bool lifetime)
 {
 	if (newstate != TCP_ESTABLISHED || !watched(sk))
 		return 0;
@@ -230,8 +256,29 @@ int BPF_PROG(set_state, const struct sock *sk, const int oldstate, const int new
 	struct tcp_sock *tp = bpf_skc_to_tcp_sock((void *)sk);
 	if (!tp)
 		return 0;
-	emit(sk, tp->rcv_nxt, SQ_BORN, st);
+	__u64 cookie;
+	if (lifetime) {
+		__u64 key = (__u64)sk;
+		struct sock_seen born = { .life = bpf_ktime_get_ns() };
+		bpf_map_update_elem(&seen, &key, &born, BPF_ANY);
+		cookie = born.life;
+	} else {
+		cookie = bpf_get_socket_cookie((void *)sk);
+	}
+	emit(sk, cookie, tp->rcv_nxt, SQ_BORN, st);
 	return 0;
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(set_state, const struct sock *sk, const int oldstate, const int newstate)
+{
+	return on_established(sk, newstate, false);
+}
+
+SEC("tp_btf/inet_sock_set_state")
+int BPF_PROG(set_state_life, const struct sock *sk, const int oldstate, const int newstate)
+{
+	return on_established(sk, newstate, true);
 }
 
 /* ---- floors for benchmarks: empty programs on the same hooks ---- */

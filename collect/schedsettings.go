@@ -10,13 +10,12 @@ import (
 	"strconv"
 	"strings"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/brokertrace/brokertrace/kernfs"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // debugfs is where the scheduler's tunables live since Linux 5.13.
-var debugfs = "/sys/kernel/debug"
+var debugfs = kernfs.Debugfs.Dir
 
 // SchedSettings reads the scheduler's time-slice settings, the quantum of
 // a broker model: EEVDF's base slice (Linux 6.6+) or CFS's latency and
@@ -25,26 +24,18 @@ var debugfs = "/sys/kernel/debug"
 // files (base_slice_ns) but print the same value in sched/debug, which is
 // read then. Before 5.13 they are sysctls in /proc/sys/kernel.
 func SchedSettings() recfile.SchedSettings {
-	mountDebugfs()
+	// A failed mount is left to the readers to report.
+	m, _ := kernfs.Ensure(kernfs.Debugfs)
 	var errs []error
 	for _, read := range []func() (recfile.SchedSettings, error){readSchedFiles, readSchedDebug, readSchedSysctls} {
 		s, err := read()
 		if err == nil && len(s.Settings) > 0 {
+			s.Note = m.Note
 			return s
 		}
 		errs = append(errs, err)
 	}
-	return recfile.SchedSettings{Error: errors.Join(errs...).Error()}
-}
-
-// mountDebugfs mounts debugfs where it is expected if nothing is mounted
-// there; failure is left to the readers to report.
-func mountDebugfs() {
-	var st unix.Statfs_t
-	if unix.Statfs(debugfs, &st) == nil && st.Type == unix.DEBUGFS_MAGIC {
-		return
-	}
-	_ = unix.Mount("debugfs", debugfs, "debugfs", 0, "")
+	return recfile.SchedSettings{Error: errors.Join(errs...).Error(), Note: m.Note}
 }
 
 // schedFiles are the single-value files of sched/ in debugfs (ns).

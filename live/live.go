@@ -45,8 +45,10 @@ type View struct {
 	mu   sync.Mutex
 	w    io.Writer
 	opts Options
-	// attached is record's "attached" line, shown in the header.
+	// attached is record's "attached" line, shown in the header, and
+	// notes the lines after it (record.NotePrefix).
 	attached string
+	notes    []string
 
 	// Of the current second, from Message.
 	lat  *hdrhistogram.Histogram
@@ -128,11 +130,22 @@ func (v *View) StatusWriter() io.Writer { return statusWriter{v} }
 type statusWriter struct{ v *View }
 
 func (s statusWriter) Write(p []byte) (int, error) {
+	v := s.v
+	if note, ok := strings.CutPrefix(string(p), record.NotePrefix); ok {
+		// A probe's fallback or what was done for it: shown under the
+		// attached line for the whole recording.
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		v.notes = append(v.notes, "  note: "+strings.TrimSpace(note))
+		if !v.opts.TTY {
+			io.WriteString(v.w, string(p))
+		}
+		return len(p), nil
+	}
 	line, ok := strings.CutPrefix(string(p), "brokertrace: attached")
 	if !ok {
 		return len(p), nil
 	}
-	v := s.v
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.attached = "attached " + strings.TrimSpace(line)

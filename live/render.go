@@ -32,6 +32,7 @@ func (v *View) screen(s second) []string {
 	if v.attached != "" {
 		lines = append(lines, v.attached)
 	}
+	lines = append(lines, v.notes...)
 	lines = append(lines, fmt.Sprintf("%.0fs recorded; last second:  (Ctrl-C: stop, print the summary, keep the files)", s.elapsed), "")
 	if s.in == 0 && s.out == 0 {
 		lines = append(lines, "  no marked messages in the last second. Send some with:", "    "+v.hint(), "")

@@ -59,7 +59,7 @@ func Open[P ~string](name string, asked P, paths []P, open func(P) (*Probe, erro
 	for i, path := range paths {
 		p, perr := open(path)
 		if perr == nil {
-			c := Common{Probe: p}
+			c := Common{Probe: p, Asked: asked != ""}
 			if i > 0 {
 				c.Fallback = err.Error()
 			}

@@ -10,6 +10,9 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/brokertrace/brokertrace/kernfs"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Hook is one program of a probe and the tracepoint it runs at.
@@ -38,14 +41,23 @@ func (h Hook) String() string {
 	return "raw_tp/" + h.Tracepoint
 }
 
-func (h Hook) attach(p *ebpf.Program) (link.Link, error) {
+// attach links p to the hook. A perf tracepoint is found by its id in
+// tracefs, which is mounted first if it is not (kernfs); note says so.
+func (h Hook) attach(p *ebpf.Program) (l link.Link, note string, err error) {
 	switch {
 	case h.Group != "":
-		return link.Tracepoint(h.Group, h.Tracepoint, p, nil)
+		m, err := kernfs.Ensure(kernfs.Tracefs)
+		if err != nil {
+			return nil, "", err
+		}
+		l, err := link.Tracepoint(h.Group, h.Tracepoint, p, nil)
+		return l, m.Note, err
 	case h.BTF:
-		return link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		l, err := link.AttachTracing(link.TracingOptions{Program: p, AttachType: ebpf.AttachTraceRawTp})
+		return l, "", err
 	}
-	return link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Tracepoint, Program: p})
+	l, err = link.AttachRawTracepoint(link.RawTracepointOptions{Name: h.Tracepoint, Program: p})
+	return l, "", err
 }
 
 // ErrClosed is returned by a loader's reads after Close: its maps are gone.
@@ -65,6 +77,7 @@ type Probe struct {
 
 	mu       sync.Mutex
 	links    []link.Link
+	notes    []string
 	detached bool
 	closed   bool
 }
@@ -124,8 +137,9 @@ func LoadAttached(spec *ebpf.CollectionSpec, o Object) (*Probe, error) {
 // error the links made so far are closed; the probe stays loaded.
 func (p *Probe) Attach() error {
 	var links []link.Link
+	var notes []string
 	for i, h := range p.hooks {
-		l, err := h.attach(p.progs[i])
+		l, note, err := h.attach(p.progs[i])
 		if err != nil {
 			for _, l := range links {
 				l.Close()
@@ -133,9 +147,12 @@ func (p *Probe) Attach() error {
 			return fmt.Errorf("%w: %s: attaching %s: %v", ErrKernel, p.name, h, err)
 		}
 		links = append(links, l)
+		if note != "" && !slices.Contains(notes, note) {
+			notes = append(notes, note)
+		}
 	}
 	p.mu.Lock()
-	p.links, p.detached = links, false
+	p.links, p.notes, p.detached = links, notes, false
 	p.mu.Unlock()
 	return nil
 }
@@ -224,6 +241,11 @@ type Common struct {
 	Probe *Probe
 	// Fallback says why the first path was not used, when Open fell back.
 	Fallback string
+	// Asked: the path was asked for (Options.Path), not chosen.
+	Asked bool
+	// Why, when set, says why the loader chose a variant of the path's
+	// programs for this kernel; PathReason adds it.
+	Why string
 }
 
 // Path is the path the probe runs on, as meta.json names it.
@@ -232,6 +254,39 @@ func (c *Common) Path() string { return c.Probe.Path() }
 // FallbackReason says why the preferred path was not used when Path is
 // its fallback without having been asked for; empty otherwise.
 func (c *Common) FallbackReason() string { return c.Fallback }
+
+// PathReason says in words why the probe runs on its path: asked for,
+// the first choice, or why the paths before it failed. Never empty: no
+// fallback is silent.
+func (c *Common) PathReason() string {
+	r := recfile.FirstChoice
+	switch {
+	case c.Asked:
+		r = "asked for"
+	case c.Fallback != "":
+		r = "fallback: " + c.Fallback
+	}
+	switch {
+	case c.Why == "":
+		return r
+	case r == recfile.FirstChoice:
+		return c.Why
+	}
+	return r + "; " + c.Why
+}
+
+// Notes say what was done to the host for the probe (a filesystem
+// mounted).
+func (c *Common) Notes() []string {
+	c.Probe.mu.Lock()
+	defer c.Probe.mu.Unlock()
+	return slices.Clone(c.Probe.notes)
+}
+
+// PathMeta is the probe's path as every probe's part of meta.json holds it.
+func (c *Common) PathMeta() recfile.ProbePath {
+	return recfile.ProbePath{Path: c.Path(), Hooks: c.Hooks(), Reason: c.PathReason(), Notes: c.Notes()}
+}
 
 // Hooks names the kernel hooks of the path, for meta data.
 func (c *Common) Hooks() []string { return c.Probe.Hooks() }

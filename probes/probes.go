@@ -87,6 +87,31 @@ func HasTracepoint(name string) bool {
 	return spec.TypeByName("btf_trace_"+name, &td) == nil
 }
 
+// TracepointArgs is how many arguments the kernel passes the tracepoint's
+// programs, from its BTF (btf_trace_NAME points to a function whose first
+// parameter is the tracepoint's data, the others its arguments): kernels
+// add arguments to tracepoints (sched_switch's prev_state in 5.18), and a
+// program that reads one the kernel does not pass is refused.
+func TracepointArgs(name string) (int, error) {
+	spec, err := KernelBTF()
+	if err != nil {
+		return 0, err
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_"+name, &td); err != nil {
+		return 0, fmt.Errorf("%w: no tracepoint %s in the kernel's BTF: %v", ErrKernel, name, err)
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return 0, fmt.Errorf("btf_trace_%s is not a function pointer", name)
+	}
+	fn, ok := ptr.Target.(*btf.FuncProto)
+	if !ok || len(fn.Params) == 0 {
+		return 0, fmt.Errorf("btf_trace_%s is not a function pointer", name)
+	}
+	return len(fn.Params) - 1, nil
+}
+
 // Prepare runs the checks every probe needs and lifts the memlock limit that
 // kernels before 5.11 charge BPF maps against.
 func Prepare() error {

@@ -56,16 +56,34 @@ type Target struct {
 	Selector   string `json:"selector"`
 }
 
+// ProbePath is where an eBPF probe runs and why, in every probe's part of
+// meta.json: a probe that fell back to another path says why the paths
+// before it failed, so that no fallback is silent.
+type ProbePath struct {
+	Path  string   `json:"path"`  // the hook path the probe runs on
+	Hooks []string `json:"hooks"` // its kernel hooks
+	// Reason: "first choice", "asked for", or "fallback: " and why each
+	// path before it failed (the kernel's words, the verifier's included).
+	Reason string `json:"path_reason"`
+	// Notes say what was done to the host for the probe ("mounted tracefs
+	// at /sys/kernel/tracing ...").
+	Notes []string `json:"notes,omitempty"`
+}
+
+// FirstChoice is ProbePath.Reason of a probe on the path it prefers.
+const FirstChoice = "first choice"
+
 // Probe describes the socket-I/O probe that ran and its counters.
 type Probe struct {
-	Path      string   `json:"path"`
-	Hooks     []string `json:"hooks"`
-	ScanLimit int      `json:"scan_limit_bytes"` // 0: every byte of every call
+	ProbePath
+	ScanLimit int `json:"scan_limit_bytes"` // 0: every byte of every call
 	// Walk is how the probe walks a call's bytes: "bpf_loop" (every byte)
-	// or "bounded" (kernels before 5.17: at most 1280 steps per call).
-	Walk     string         `json:"scan_walk"`
-	RingSize int            `json:"ring_buffer_bytes"`
-	Stats    SocketCounters `json:"counters"`
+	// or "bounded" (kernels before 5.17: at most 1280 steps per call);
+	// WalkReason says why.
+	Walk       string         `json:"scan_walk"`
+	WalkReason string         `json:"scan_walk_reason"`
+	RingSize   int            `json:"ring_buffer_bytes"`
+	Stats      SocketCounters `json:"counters"`
 }
 
 // SourceMeta is a source's entry in meta.json.

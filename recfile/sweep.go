@@ -130,4 +130,6 @@ type SchedSettings struct {
 	// Source names the file(s) they were read from; Error why none could be.
 	Source string `json:"source,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// Note says what was done to read them ("mounted debugfs at …").
+	Note string `json:"note,omitempty"`
 }

@@ -89,6 +89,9 @@ type Result struct {
 	Latency *hdrhistogram.Histogram
 	// Summaries are the sources' headlines, "name: line".
 	Summaries []string
+	// Notes say which probes fell back from their first-choice path and
+	// why, and what was done to the host for them (NotePrefix).
+	Notes []string
 }
 
 // ErrPlacement is wrapped by errors setting brokertrace's own priority
@@ -118,7 +121,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer r.tr.Close()
-	r.meta.Probe = recfile.Probe{Path: string(r.tr.Path()), Walk: string(r.tr.Walk()), Hooks: r.tr.Hooks(), ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
+	r.meta.Probe = recfile.Probe{ProbePath: r.tr.PathMeta(), Walk: string(r.tr.Walk()), WalkReason: r.tr.WalkReason(),
+		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
 	r.meta.StartNs = monotime.Now()
 	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
 	if err := r.startSources(); err != nil {
@@ -141,6 +145,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; %s\n",
 			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), to)
+	}
+	r.notes = r.probeNotes()
+	for _, n := range r.notes {
+		if cfg.Live != nil {
+			fmt.Fprintln(cfg.Live, NotePrefix+n)
+		}
 	}
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
@@ -189,6 +199,7 @@ type recorder struct {
 	m   *correlate.Matcher
 
 	running []source.Source
+	notes   []string // probeNotes, once the probes are live
 	// annotators add columns to messages.csv, and say which of them
 	// started. Sources that do not start still own their columns: the
 	// fields stay empty, and the file keeps one shape whatever the host
@@ -466,7 +477,7 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 	for _, o := range r.cfg.Observers {
 		o.Finish(&r.meta)
 	}
-	res := &Result{Dir: r.outDir(), Meta: r.meta, Latency: r.total, Summaries: summaries}
+	res := &Result{Dir: r.outDir(), Meta: r.meta, Latency: r.total, Summaries: summaries, Notes: r.notes}
 	if r.writeErr != nil {
 		return res, fmt.Errorf("%w: messages.csv: %v", ErrOutput, r.writeErr)
 	}

@@ -28,8 +28,10 @@ nr() {
 		awk '$1 == "#define" && $2 ~ /^NR_/ { print substr($2, 4), $3 }' | sort
 }
 sysnr() { # names: the NR_ of the probe; header: the architecture's table
+	# (an alias such as arm64's __NR_sendfile -> __NR3264_sendfile resolved)
 	while read -r name _; do
-		awk -v n="__NR_$name" '$1 == "#define" && $2 == n { print substr(n, 6), $3 }' "$1"
+		awk -v n="__NR_$name" '$1 == "#define" { v[$2] = $3 }
+			END { x = v[n]; if (x in v) x = v[x]; print substr(n, 6), x }' "$1"
 	done | sort
 }
 for arch in "arm64 /usr/include/asm-generic/unistd.h" "x86 /usr/include/x86_64-linux-gnu/asm/unistd_64.h"; do

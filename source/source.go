@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/process"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // Env is what a Source knows about the recording it is part of.
@@ -59,6 +60,13 @@ type unavailable struct{ error }
 
 func (unavailable) Is(target error) bool { return target == ErrUnavailable }
 func (e unavailable) Unwrap() error      { return e.error }
+
+// A Prober is a Source that runs an eBPF probe: once started, it says on
+// which hook path and why, so that a recording can say so before it runs
+// (no fallback is silent).
+type Prober interface {
+	ProbePath() recfile.ProbePath
+}
 
 // A Source is a probe or collector that runs beside the socket probe for the
 // whole recording: scheduler probes, CPU accounting, packet capture. Data

@@ -327,6 +327,9 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	}
 	secs := float64(m.EndNs-m.StartNs) / 1e9
 	fmt.Fprintf(out, "recorded %s (pid %d) for %.1fs via %s path; ended by %s\n", m.Target.Comm, m.Target.PID, secs, m.Probe.Path, m.EndReason)
+	for _, n := range res.Notes {
+		fmt.Fprintf(out, "note: %s\n", n)
+	}
 	fmt.Fprintf(out, "messages: %d read, %d copies written and matched, %d read but not written, %d written but never read, %d expired, %d copies late\n",
 		m.Messages.Messages, m.Messages.Copies, m.Messages.InWithoutOut, m.Messages.OutWithoutIn, m.Messages.Expired, m.Messages.LateOut)
 	if h := res.Latency; h != nil && h.TotalCount() > 0 {
@@ -406,7 +409,7 @@ func writeHeap(name string) {
 type attachedOnly struct{ w io.Writer }
 
 func (a attachedOnly) Write(p []byte) (int, error) {
-	if bytes.HasPrefix(p, []byte("brokertrace: attached")) {
+	if bytes.HasPrefix(p, []byte("brokertrace: attached")) || bytes.HasPrefix(p, []byte(record.NotePrefix)) {
 		return a.w.Write(p)
 	}
 	return len(p), nil

@@ -21,6 +21,7 @@ var layer = map[string]int{
 	"recfile":  0, // every file format; imports nothing of ours
 	"monotime": 0,
 	"marker":   0,
+	"kernfs":   0, // tracefs and debugfs: found, or mounted
 
 	"events":    1,
 	"correlate": 2, // events → per-message records
@@ -64,6 +65,7 @@ var layer = map[string]int{
 	"internal/testbroker": 6, // tests only
 	"internal/testutil":   6, // tests only
 	"internal/browser":    6, // tests only: pages in headless Chromium
+	"internal/kernels":    6, // tests only: the kernel matrix's checker
 	"internal/layers":     9,
 }
 

@@ -42,6 +42,9 @@ func (s *Source) Name() string { return "netstack" }
 // Start finds the target's ports and namespace and attaches the probe; a
 // target that listens on nothing, or a kernel without the tracepoints or
 // BPF, gives source.ErrUnavailable.
+// ProbePath says on which hook path the source's probe runs and why.
+func (s *Source) ProbePath() recfile.ProbePath { return s.tr.PathMeta() }
+
 func (s *Source) Start(env *source.Env) error {
 	pid := env.Target.PID
 	ls, err := process.Listeners(pid)
@@ -105,11 +108,10 @@ func (s *Source) Drain() error {
 
 // Meta is the "netstack" source's part of meta.json.
 type Meta struct {
-	Path           string   `json:"path"`
-	FallbackReason string   `json:"fallback_reason,omitempty"`
-	NetNS          string   `json:"netns"`
-	NetNSInode     uint64   `json:"netns_inode"`
-	Ports          []uint16 `json:"ports"`
+	recfile.ProbePath
+	NetNS      string   `json:"netns"`
+	NetNSInode uint64   `json:"netns_inode"`
+	Ports      []uint16 `json:"ports"`
 	// Where each direction is counted and which skbs are.
 	In  string `json:"in"`
 	Out string `json:"out"`
@@ -149,8 +151,8 @@ func (s *Source) Finish(*source.Timeline) (source.Result, error) {
 		return source.Result{}, errors.New("netstack probe was never started")
 	}
 	m := Meta{
-		Path: s.tr.Path(), FallbackReason: s.tr.FallbackReason(),
-		NetNS: s.netnsPath, NetNSInode: s.netns, Ports: s.ports,
+		ProbePath: s.tr.PathMeta(),
+		NetNS:     s.netnsPath, NetNSInode: s.netns, Ports: s.ports,
 		In:      "net:netif_receive_skb (after GRO), TCP destination port in ports",
 		Out:     "net:net_dev_start_xmit (as the device gets it, after software GSO), TCP source port in ports",
 		Buckets: Buckets, Stats: s.stats,

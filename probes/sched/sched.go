@@ -261,13 +261,30 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.MaxThreads < 0 {
 		return nil, fmt.Errorf("sched: MaxThreads must be positive (or 0 for %d), got %d", DefaultMaxThreads, opts.MaxThreads)
 	}
+	args, err := probes.TracepointArgs("sched_switch")
+	if err != nil {
+		return nil, fmt.Errorf("sched: %w", err)
+	}
 	c, err := probes.Open("sched", opts.Path, paths, func(path Path) (*probes.Probe, error) {
-		return open(opts, path)
+		return open(opts, path, args)
 	})
 	if err != nil {
 		return nil, err
 	}
+	if args < 4 {
+		c.Why = "the kernel's sched_switch passes no prev_state (Linux 5.18+): the switched-out task's state is read from the task"
+	}
 	return &Tracer{Common: c, pid: opts.PID, events: opts.Events}, nil
+}
+
+// switchHook is the path's sched_switch program for a kernel that passes
+// it args arguments (prev_state, the fourth, since Linux 5.18).
+func switchHook(path Path, args int) probes.Hook {
+	h := hooks[path][0]
+	if args < 4 {
+		h.Prog = map[Path]string{PathBTF: schedProgSwitchBtf3, PathRaw: schedProgSwitchRaw3}[path]
+	}
+	return h
 }
 
 // checkTarget refuses a pid the kernel-side filter could never match: none,
@@ -292,7 +309,7 @@ func checkTarget(pid int) error {
 	return nil
 }
 
-func open(opts Options, path Path) (*probes.Probe, error) {
+func open(opts Options, path Path, args int) (*probes.Probe, error) {
 	spec, err := loadSched()
 	if err != nil {
 		return nil, fmt.Errorf("sched: loading the embedded BPF object: %w", err)
@@ -307,7 +324,8 @@ func open(opts Options, path Path) (*probes.Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sched: %w", err)
 	}
-	o := probes.Object{Name: "sched", Path: string(path), Hooks: hooks[path]}
+	h := append([]probes.Hook{switchHook(path, args)}, hooks[path][1:]...)
+	o := probes.Object{Name: "sched", Path: string(path), Hooks: h}
 	if opts.Events {
 		o.Ring = schedMapSwitches
 	}

@@ -75,8 +75,10 @@ const (
 	schedProgExitBtf         = "exit_btf"
 	schedProgExitRaw         = "exit_raw"
 	schedProgSwitchBtf       = "switch_btf"
+	schedProgSwitchBtf3      = "switch_btf_3"
 	schedProgSwitchEmpty     = "switch_empty"
 	schedProgSwitchRaw       = "switch_raw"
+	schedProgSwitchRaw3      = "switch_raw_3"
 	schedProgWakeupBtf       = "wakeup_btf"
 	schedProgWakeupNewBtf    = "wakeup_new_btf"
 	schedProgWakeupNewRaw    = "wakeup_new_raw"
@@ -132,8 +134,10 @@ type schedProgramSpecs struct {
 	ExitBtf      *ebpf.ProgramSpec `ebpf:"exit_btf"`
 	ExitRaw      *ebpf.ProgramSpec `ebpf:"exit_raw"`
 	SwitchBtf    *ebpf.ProgramSpec `ebpf:"switch_btf"`
+	SwitchBtf3   *ebpf.ProgramSpec `ebpf:"switch_btf_3"`
 	SwitchEmpty  *ebpf.ProgramSpec `ebpf:"switch_empty"`
 	SwitchRaw    *ebpf.ProgramSpec `ebpf:"switch_raw"`
+	SwitchRaw3   *ebpf.ProgramSpec `ebpf:"switch_raw_3"`
 	WakeupBtf    *ebpf.ProgramSpec `ebpf:"wakeup_btf"`
 	WakeupNewBtf *ebpf.ProgramSpec `ebpf:"wakeup_new_btf"`
 	WakeupNewRaw *ebpf.ProgramSpec `ebpf:"wakeup_new_raw"`
@@ -209,8 +213,10 @@ type schedPrograms struct {
 	ExitBtf      *ebpf.Program `ebpf:"exit_btf"`
 	ExitRaw      *ebpf.Program `ebpf:"exit_raw"`
 	SwitchBtf    *ebpf.Program `ebpf:"switch_btf"`
+	SwitchBtf3   *ebpf.Program `ebpf:"switch_btf_3"`
 	SwitchEmpty  *ebpf.Program `ebpf:"switch_empty"`
 	SwitchRaw    *ebpf.Program `ebpf:"switch_raw"`
+	SwitchRaw3   *ebpf.Program `ebpf:"switch_raw_3"`
 	WakeupBtf    *ebpf.Program `ebpf:"wakeup_btf"`
 	WakeupNewBtf *ebpf.Program `ebpf:"wakeup_new_btf"`
 	WakeupNewRaw *ebpf.Program `ebpf:"wakeup_new_raw"`
@@ -222,8 +228,10 @@ func (p *schedPrograms) Close() error {
 		p.ExitBtf,
 		p.ExitRaw,
 		p.SwitchBtf,
+		p.SwitchBtf3,
 		p.SwitchEmpty,
 		p.SwitchRaw,
+		p.SwitchRaw3,
 		p.WakeupBtf,
 		p.WakeupNewBtf,
 		p.WakeupNewRaw,

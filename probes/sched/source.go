@@ -2,6 +2,7 @@ package sched
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -76,6 +78,9 @@ func NewSource(opts Options) *Source { return &Source{opts: opts} }
 
 func (s *Source) Name() string { return "sched" }
 
+// ProbePath says on which hook path the source's probe runs and why.
+func (s *Source) ProbePath() recfile.ProbePath { return s.tr.PathMeta() }
+
 func (s *Source) Start(env *source.Env) error {
 	s.env = env
 	s.opts.PID = env.Target.PID
@@ -85,6 +90,9 @@ func (s *Source) Start(env *source.Env) error {
 		if !env.Target.Alive() {
 			// Gone before the probe could attach: nothing to schedule.
 			return fmt.Errorf("%w: the target exited before the scheduler probe attached", source.ErrUnavailable)
+		}
+		if errors.Is(err, probes.ErrKernel) {
+			return source.Unavailable(err)
 		}
 		return err
 	}
@@ -185,8 +193,7 @@ func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 
 // Meta is the scheduler source's part of meta.json.
 type Meta struct {
-	Path     string `json:"path"`
-	Fallback string `json:"fallback_reason,omitempty"`
+	recfile.ProbePath
 	// AllowedCPUs are the CPUs of the target's affinity mask: definition
 	// (b) counts every switch on them.
 	AllowedCPUs []int `json:"allowed_cpus"`
@@ -221,7 +228,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	if s.first != nil {
 		first = *s.first
 	}
-	meta := Meta{Path: s.tr.Path(), Fallback: s.tr.FallbackReason(), AllowedCPUs: s.allowed,
+	meta := Meta{ProbePath: s.tr.PathMeta(), AllowedCPUs: s.allowed,
 		LateEvents: s.tl.late, UnknownMessages: s.unknown}
 	meta.Stats, _ = s.tr.Stats()
 	for _, c := range last.CPUs {

@@ -149,7 +149,7 @@ func BenchmarkSocketCall(b *testing.B) {
 	for _, size := range []int{128, 1024} {
 		sz := "/" + itoa(size) + "B"
 		b.Run("none"+sz, func(b *testing.B) { writeLoop(b, payload(size, "text"), nil) })
-		for _, path := range paths {
+		for _, path := range kernelPaths(b) {
 			b.Run(string(path)+"/floor"+sz, func(b *testing.B) {
 				progs, detach := floor(b, path, floorHooks[path])
 				defer detach()

@@ -28,7 +28,7 @@ import (
 // exactly those the generator planted.
 
 const (
-	scanChunk   = 16384                // SCAN_CHUNK in bpf/sockio.bpf.c
+	scanChunk   = 16320                // SCAN_CHUNK in bpf/sockio.bpf.c
 	smallRegion = 3000                 // bytes at the start of each block cut by call and iovec boundaries
 	nearBlocks  = 2 * (marker.Len + 1) // a marker and a near miss cut at each offset 0..20
 )
@@ -303,7 +303,7 @@ func makeScanPlan(seed uint64) *scanPlan {
 func TestScanNearMisses(t *testing.T) {
 	sp := makeScanPlan(1)
 	checkScanPlan(t, sp)
-	for _, path := range paths {
+	for _, path := range kernelPaths(t) {
 		t.Run(string(path), func(t *testing.T) {
 			c := attachProbe(t, Options{Path: path})
 			cfd, sfd := tcpPair(t)

@@ -5,7 +5,6 @@
 package sockio
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,12 +68,16 @@ type Stats = recfile.SocketCounters
 // Tracer is a loaded and attached socket-I/O probe.
 type Tracer struct {
 	probes.Common
-	walk Walk
+	walk    Walk
+	walkWhy string
 }
 
 // Walk says how the loaded probe walks a call's bytes (meta.json records
 // it, since the bounded walk can leave bytes unscanned).
 func (t *Tracer) Walk() Walk { return t.walk }
+
+// WalkReason says why the probe walks as Walk says.
+func (t *Tracer) WalkReason() string { return t.walkWhy }
 
 // paths are the probe's paths in the order Open tries them: a kernel whose
 // BTF names the sock tracepoints may still refuse their programs (an older
@@ -90,6 +93,9 @@ var hooks = map[Path][]probes.Hook{
 		// are known; the sock tracepoints leave them to these.
 		{Prog: sockioProgSysExitRecvmmsg, Tracepoint: "sys_exit_recvmmsg", Group: "syscalls"},
 		{Prog: sockioProgSysExitSendmmsg, Tracepoint: "sys_exit_sendmmsg", Group: "syscalls"},
+		// A splice out of a socket, which the sock tracepoints miss:
+		// counted as a call the probe cannot scan.
+		{Prog: sockioProgSysExitSplice, Tracepoint: "sys_exit_splice", Group: "syscalls"},
 	},
 	PathSyscalls: {{Prog: sockioProgSysExit, Tracepoint: "sys_exit"}},
 }
@@ -103,7 +109,7 @@ func Open(opts Options) (*Tracer, error) {
 	if opts.PID <= 0 {
 		return nil, fmt.Errorf("sockio: pid must be positive, got %d", opts.PID)
 	}
-	var walk Walk
+	var walk walkChoice
 	c, err := probes.Open("sockio", opts.Path, paths, func(path Path) (*probes.Probe, error) {
 		p, w, err := open(opts, path)
 		walk = w
@@ -112,40 +118,49 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracer{Common: c, walk: walk}, nil
+	return &Tracer{Common: c, walk: walk.walk, walkWhy: walk.why}, nil
+}
+
+// walkChoice is a walk and why it was taken.
+type walkChoice struct {
+	walk Walk
+	why  string
 }
 
 // pickWalk resolves WalkAuto: bpf_loop where the kernel has it. The sock
 // path needs Linux 6.3, which always has it.
-func pickWalk(asked Walk, path Path) (Walk, error) {
-	if asked == WalkBounded && path == PathSock {
-		return "", fmt.Errorf("sockio: the %s walk runs on the %s path only", WalkBounded, PathSyscalls)
-	}
-	if asked != WalkAuto || path == PathSock {
-		return cmp.Or(asked, WalkLoop), nil
+func pickWalk(asked Walk, path Path) (walkChoice, error) {
+	switch {
+	case asked == WalkBounded && path == PathSock:
+		return walkChoice{}, fmt.Errorf("sockio: the %s walk runs on the %s path only", WalkBounded, PathSyscalls)
+	case asked != WalkAuto:
+		return walkChoice{asked, "asked for"}, nil
+	case path == PathSock:
+		return walkChoice{WalkLoop, "the sock path's kernels (Linux 6.3+) have bpf_loop"}, nil
 	}
 	err := features.HaveProgramHelper(ebpf.RawTracepoint, asm.FnLoop)
 	switch {
 	case err == nil:
-		return WalkLoop, nil
+		return walkChoice{WalkLoop, "the kernel has bpf_loop"}, nil
 	case errors.Is(err, ebpf.ErrNotSupported):
-		return WalkBounded, nil
+		return walkChoice{WalkBounded, "the kernel has no bpf_loop (Linux 5.17+): a call's walk stops after 1280 steps, and the bytes it leaves are counted as unscanned"}, nil
 	default:
-		return "", fmt.Errorf("sockio: probing for bpf_loop: %w", err)
+		return walkChoice{}, fmt.Errorf("sockio: probing for bpf_loop: %w", err)
 	}
 }
 
-func open(opts Options, path Path) (*probes.Probe, Walk, error) {
+func open(opts Options, path Path) (*probes.Probe, walkChoice, error) {
+	var none walkChoice
 	if path == PathSock && !(probes.HasTracepoint("sock_recv_length") && probes.HasTracepoint("sock_send_length")) {
-		return nil, "", fmt.Errorf("%w: sockio: no sock:sock_recv_length and sock_send_length (Linux 6.3+)", probes.ErrKernel)
+		return nil, none, fmt.Errorf("%w: sockio: no sock:sock_recv_length and sock_send_length (Linux 6.3+)", probes.ErrKernel)
 	}
 	walk, err := pickWalk(opts.Walk, path)
 	if err != nil {
-		return nil, "", err
+		return nil, none, err
 	}
 	spec, err := loadSockio()
 	if err != nil {
-		return nil, "", fmt.Errorf("sockio: loading the embedded BPF object: %w", err)
+		return nil, none, fmt.Errorf("sockio: loading the embedded BPF object: %w", err)
 	}
 	limit := uint32(opts.ScanLimit)
 	if opts.ScanLimit <= 0 || opts.ScanLimit > 1<<32-1 {
@@ -156,7 +171,7 @@ func open(opts Options, path Path) (*probes.Probe, Walk, error) {
 		err = probes.SizeRing(spec, sockioMapEvents, opts.RingSize)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("sockio: %w", err)
+		return nil, none, fmt.Errorf("sockio: %w", err)
 	}
 	if path != PathSock {
 		// Socket storage is the sock path's (its programs have BTF socket
@@ -164,7 +179,7 @@ func open(opts Options, path Path) (*probes.Probe, Walk, error) {
 		delete(spec.Maps, sockioMapSkCarries)
 	}
 	h := hooks[path]
-	if walk == WalkBounded {
+	if walk.walk == WalkBounded {
 		h = boundedHooks
 	}
 	p, err := probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: h, Ring: sockioMapEvents})

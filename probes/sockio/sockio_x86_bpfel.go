@@ -81,7 +81,7 @@ type sockioCarryVal struct {
 
 type sockioScanCtx struct {
 	_         structs.HostLayout
-	Buf       [16424]uint8
+	Buf       [16448]uint8
 	Carry     [3]uint64
 	Nev       uint32
 	Found     uint32
@@ -129,6 +129,7 @@ const (
 	sockioProgSysExitBounded  = "sys_exit_bounded"
 	sockioProgSysExitRecvmmsg = "sys_exit_recvmmsg"
 	sockioProgSysExitSendmmsg = "sys_exit_sendmmsg"
+	sockioProgSysExitSplice   = "sys_exit_splice"
 	sockioVarScanLimit        = "scan_limit"
 	sockioVarTargTgid         = "targ_tgid"
 	sockioVarUnusedEvent      = "unused_event"
@@ -188,6 +189,7 @@ type sockioProgramSpecs struct {
 	SysExitBounded  *ebpf.ProgramSpec `ebpf:"sys_exit_bounded"`
 	SysExitRecvmmsg *ebpf.ProgramSpec `ebpf:"sys_exit_recvmmsg"`
 	SysExitSendmmsg *ebpf.ProgramSpec `ebpf:"sys_exit_sendmmsg"`
+	SysExitSplice   *ebpf.ProgramSpec `ebpf:"sys_exit_splice"`
 }
 
 // sockioMapSpecs contains maps before they are loaded into the kernel.
@@ -274,6 +276,7 @@ type sockioPrograms struct {
 	SysExitBounded  *ebpf.Program `ebpf:"sys_exit_bounded"`
 	SysExitRecvmmsg *ebpf.Program `ebpf:"sys_exit_recvmmsg"`
 	SysExitSendmmsg *ebpf.Program `ebpf:"sys_exit_sendmmsg"`
+	SysExitSplice   *ebpf.Program `ebpf:"sys_exit_splice"`
 }
 
 func (p *sockioPrograms) Close() error {
@@ -288,6 +291,7 @@ func (p *sockioPrograms) Close() error {
 		p.SysExitBounded,
 		p.SysExitRecvmmsg,
 		p.SysExitSendmmsg,
+		p.SysExitSplice,
 	)
 }
 

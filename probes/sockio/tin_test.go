@@ -96,7 +96,7 @@ func parseRelay(t *testing.T, out string) []relayRead {
 // read takes longest), each with its marker at its end.
 func TestTinAfterScan(t *testing.T) {
 	for _, size := range []int{1 << 10, 50 << 10} {
-		for _, path := range paths {
+		for _, path := range kernelPaths(t) {
 			t.Run(string(path)+"/"+strconv.Itoa(size), func(t *testing.T) {
 				client, server := tcpPair(t)
 				relay, out := startRelay(t, server)

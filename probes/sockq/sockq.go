@@ -55,7 +55,7 @@ type Options struct {
 type Sample struct {
 	Time      int64  // CLOCK_MONOTONIC ns
 	Sock      uint64 // the socket, as events.Conn.Sock names it
-	Cookie    uint64 // the kernel's socket cookie: unique per socket lifetime
+	Cookie    uint64 // unique per socket lifetime: the kernel's socket cookie (data_ready path) or the time the probe saw the socket established or first (tcp_probe path)
 	RcvNxt    uint32
 	LocalPort uint16
 	// Born marks the sample taken as the connection became established:
@@ -98,7 +98,9 @@ var hooks = map[Path][]probes.Hook{
 	},
 	PathTCPProbe: {
 		{Prog: sockqProgTcpProbe, Tracepoint: "tcp_probe", BTF: true},
-		{Prog: sockqProgSetState, Tracepoint: "inet_sock_set_state", BTF: true},
+		// The lifetime stands in for the cookie, which kernels before
+		// 5.12 refuse tracing programs (bpf/sockq.bpf.c, seen).
+		{Prog: sockqProgSetStateLife, Tracepoint: "inet_sock_set_state", BTF: true},
 	},
 }
 

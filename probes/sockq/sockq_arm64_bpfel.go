@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type sockqSockSeen struct {
+	_       structs.HostLayout
+	Life    uint64
+	Last    uint32
+	HasLast uint32
+}
+
 type sockqSqEvent struct {
 	_      structs.HostLayout
 	TsNs   uint64
@@ -36,13 +43,14 @@ type sockqSqStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	sockqMapEvents          = "events"
-	sockqMapLastSeq         = "last_seq"
 	sockqMapPorts           = "ports"
+	sockqMapSeen            = "seen"
 	sockqMapStats           = "stats"
 	sockqProgDataReady      = "data_ready"
 	sockqProgFloorDataReady = "floor_data_ready"
 	sockqProgFloorTcpProbe  = "floor_tcp_probe"
 	sockqProgSetState       = "set_state"
+	sockqProgSetStateLife   = "set_state_life"
 	sockqProgTcpProbe       = "tcp_probe"
 	sockqVarTargNetns       = "targ_netns"
 	sockqVarUnusedEvent     = "unused_event"
@@ -96,6 +104,7 @@ type sockqProgramSpecs struct {
 	FloorDataReady *ebpf.ProgramSpec `ebpf:"floor_data_ready"`
 	FloorTcpProbe  *ebpf.ProgramSpec `ebpf:"floor_tcp_probe"`
 	SetState       *ebpf.ProgramSpec `ebpf:"set_state"`
+	SetStateLife   *ebpf.ProgramSpec `ebpf:"set_state_life"`
 	TcpProbe       *ebpf.ProgramSpec `ebpf:"tcp_probe"`
 }
 
@@ -103,10 +112,10 @@ type sockqProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockqMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	LastSeq *ebpf.MapSpec `ebpf:"last_seq"`
-	Ports   *ebpf.MapSpec `ebpf:"ports"`
-	Stats   *ebpf.MapSpec `ebpf:"stats"`
+	Events *ebpf.MapSpec `ebpf:"events"`
+	Ports  *ebpf.MapSpec `ebpf:"ports"`
+	Seen   *ebpf.MapSpec `ebpf:"seen"`
+	Stats  *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // sockqVariableSpecs contains global variables before they are loaded into the kernel.
@@ -139,17 +148,17 @@ func (o *sockqObjects) Close() error {
 //
 // It can be passed to loadSockqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockqMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	LastSeq *ebpf.Map `ebpf:"last_seq"`
-	Ports   *ebpf.Map `ebpf:"ports"`
-	Stats   *ebpf.Map `ebpf:"stats"`
+	Events *ebpf.Map `ebpf:"events"`
+	Ports  *ebpf.Map `ebpf:"ports"`
+	Seen   *ebpf.Map `ebpf:"seen"`
+	Stats  *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *sockqMaps) Close() error {
 	return _SockqClose(
 		m.Events,
-		m.LastSeq,
 		m.Ports,
+		m.Seen,
 		m.Stats,
 	)
 }
@@ -172,6 +181,7 @@ type sockqPrograms struct {
 	FloorDataReady *ebpf.Program `ebpf:"floor_data_ready"`
 	FloorTcpProbe  *ebpf.Program `ebpf:"floor_tcp_probe"`
 	SetState       *ebpf.Program `ebpf:"set_state"`
+	SetStateLife   *ebpf.Program `ebpf:"set_state_life"`
 	TcpProbe       *ebpf.Program `ebpf:"tcp_probe"`
 }
 
@@ -181,6 +191,7 @@ func (p *sockqPrograms) Close() error {
 		p.FloorDataReady,
 		p.FloorTcpProbe,
 		p.SetState,
+		p.SetStateLife,
 		p.TcpProbe,
 	)
 }

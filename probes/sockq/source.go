@@ -89,6 +89,9 @@ func NewSource(opts SourceOptions) *Source {
 
 func (s *Source) Name() string { return "sockq" }
 
+// ProbePath says on which hook path the source's probe runs and why.
+func (s *Source) ProbePath() recfile.ProbePath { return s.tr.PathMeta() }
+
 func (s *Source) Start(env *source.Env) error {
 	// The socket queue is an addition to the recording: whatever keeps it
 	// from starting leaves the recording going without it (meta.json says
@@ -200,13 +203,12 @@ func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 
 // Meta is the source's part of meta.json.
 type Meta struct {
-	Path      string   `json:"path"`  // data_ready or tcp_probe
-	Hooks     []string `json:"hooks"` // kernel hooks attached
-	NetNS     uint32   `json:"netns"` // network namespace sampled (inode)
-	Ports     []uint16 `json:"ports"` // local ports sampled at some time
-	RingSize  int      `json:"ring_buffer_bytes"`
-	HorizonNs int64    `json:"horizon_ns"`
-	Counters  Stats    `json:"counters"`
+	recfile.ProbePath          // data_ready or tcp_probe
+	NetNS             uint32   `json:"netns"` // network namespace sampled (inode)
+	Ports             []uint16 `json:"ports"` // local ports sampled at some time
+	RingSize          int      `json:"ring_buffer_bytes"`
+	HorizonNs         int64    `json:"horizon_ns"`
+	Counters          Stats    `json:"counters"`
 	// What user space made of the samples.
 	Samples uint64 `json:"samples"`       // samples kept (after pruning)
 	Stale   uint64 `json:"stale_samples"` // samples that did not move a socket's sequence
@@ -233,7 +235,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := Meta{
-		Path: string(s.tr.Path()), Hooks: s.tr.Hooks(), NetNS: s.tr.NetNS(),
+		ProbePath: s.tr.PathMeta(), NetNS: s.tr.NetNS(),
 		RingSize: s.opts.RingSize, HorizonNs: int64(s.opts.Horizon), Counters: st,
 		Samples: s.arr.Samples, Stale: s.arr.Stale, Streams: s.arr.Streams,
 		Rows: s.rows, UnknownByReason: map[string]uint64{}, Pruned: s.outcomes[Pruned],
