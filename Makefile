@@ -7,9 +7,9 @@ export PATH := $(PATH):/usr/local/go/bin:/usr/sbin:/sbin
 # Debian packages the build, demo and tests need; installed when missing.
 APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux python3 tcpdump ethtool linux-perf bpftrace \
 	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox chromium \
-	qemu-user-static prometheus
+	qemu-user-static prometheus qemu-system-x86 qemu-system-arm cpio podman runc
 
-.PHONY: all build deps generate check-generated cross test bench soak demo clean mutate
+.PHONY: all build deps generate check-generated cross kernels test bench soak demo clean mutate
 
 all: build
 
@@ -34,15 +34,24 @@ cross: deps
 	qemu-aarch64-static bin/brokertrace-arm64 --help >/dev/null
 	@echo "bin/brokertrace-arm64 builds and runs its --help under qemu-aarch64-static"
 
+# The kernel matrix (scripts/kernels.sh, about 4 minutes): Debian's 5.10,
+# 6.1 and 6.12 for amd64 and 6.1 for arm64 under qemu (TCG), and this
+# machine's kernel with tracefs and debugfs unmounted; each records
+# nats-server with every source and runs the socket probe's tests. The
+# README's "Where it was tested" table is its output.
+kernels: deps build cross
+	scripts/kernels.sh
+
 # The fuzz targets run a few seconds each and every benchmark runs once, so
 # that their assertions (nothing dropped, every marker found) run in CI too;
-# the test suite runs last, alone, so that its timing-sensitive tests meet
-# a machine that only runs them, and its summary closes the output.
+# the test suite runs alone, so that its timing-sensitive tests meet a
+# machine that only runs them; the kernel matrix last.
 test: deps build check-generated cross
 	$(GO) vet ./...
 	GO=$(GO) scripts/fuzz.sh
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m -p 1 ./...
 	$(GO) test -count=1 -timeout 30m -p 1 ./...
+	scripts/kernels.sh
 
 # Benchmarks print each figure next to its floor measured in the same run;
 # then `brokertrace overhead --quick` (MooBench method, README "Overhead")

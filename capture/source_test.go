@@ -802,10 +802,14 @@ func TestBigTCPv6(t *testing.T) {
 			t.Fatal(err)
 		}
 		var err error
-		if res[i], err = s.Finish(&source.Timeline{}); err != nil || len(res[i].Warnings) > 0 {
+		if res[i], err = s.Finish(&source.Timeline{}); err != nil || len(unexpected(res[i].Warnings)) > 0 {
 			t.Fatalf("%s: %v %q", s.Name(), err, res[i].Warnings)
 		}
 	}
+	// The kernel skips a netstack program run that would nest in itself on
+	// a CPU (a transmit from a softirq that interrupted one): counted, said,
+	// and allowed for below; anything else is a failure.
+	missed := res[1].Meta.(*netstack.Meta).Stats.Missed
 	if d := td.stop(t); d != 0 {
 		t.Fatalf("tcpdump dropped %d packets", d)
 	}
@@ -841,8 +845,15 @@ func TestBigTCPv6(t *testing.T) {
 	if over == 0 || outMeta.MaxSegs < netstack.Buckets || outMeta.PayloadBytes < answer {
 		t.Errorf("out: %d skbs in the last row, max %d segments, %d B", over, outMeta.MaxSegs, outMeta.PayloadBytes)
 	}
-	if inSKBs != cm.In.Packets || outSKBs != cm.Out.Packets {
-		t.Errorf("skbs in/out %d/%d, captured %d/%d", inSKBs, outSKBs, cm.In.Packets, cm.Out.Packets)
+	if inSKBs > cm.In.Packets || outSKBs > cm.Out.Packets || inSKBs+outSKBs+missed < cm.In.Packets+cm.Out.Packets {
+		t.Errorf("skbs in/out %d/%d (%d runs skipped), captured %d/%d", inSKBs, outSKBs, missed, cm.In.Packets, cm.Out.Packets)
+	}
+	if missed > 0 {
+		t.Logf("%d netstack runs skipped: segments checked as bounds", missed)
+		if outMeta.Segments > bc.segsOut+1 || inSegs > bc.segsIn {
+			t.Errorf("segments out %d (broker sent %d+1), in %d (broker received %d)", outMeta.Segments, bc.segsOut, inSegs, bc.segsIn)
+		}
+		return
 	}
 	// The segments are what the broker's socket counts, retransmissions
 	// included (lo drops only when its backlog overflows, before the
@@ -851,6 +862,13 @@ func TestBigTCPv6(t *testing.T) {
 		t.Errorf("segments out %d (broker sent %d+1), %d B (%d + %d retransmitted); in %d (broker received %d)",
 			outMeta.Segments, bc.segsOut, outMeta.PayloadBytes, answer, bc.bytesRetrans, inSegs, bc.segsIn)
 	}
+}
+
+// unexpected are the warnings other than the netstack probe's skipped runs.
+func unexpected(warnings []string) []string {
+	return slices.DeleteFunc(slices.Clone(warnings), func(w string) bool {
+		return strings.HasPrefix(w, "the kernel skipped the probe ")
+	})
 }
 
 // BenchmarkNetstack floods a TCP connection on lo in a scratch namespace

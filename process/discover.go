@@ -64,9 +64,12 @@ type Broker struct {
 	NetNS, PIDNS     uint64
 	HostNet, HostPID bool
 	// Cgroup is its cgroup v2 path; Container the container id found in
-	// that path ("" outside a container).
-	Cgroup    string
-	Container string
+	// that path ("" outside a container), ContainerName the name its
+	// runtime (Runtime: podman or docker) gave it, where that is known.
+	Cgroup        string
+	Container     string
+	ContainerName string
+	Runtime       string
 }
 
 // Ports returns the protocol ports among b's listeners, "4222/nats", and
@@ -104,7 +107,10 @@ func (b *Broker) Where() string {
 	if !b.HostPID {
 		parts = append(parts, fmt.Sprintf("pidns %d (pid %d inside)", b.PIDNS, b.NSPID))
 	}
-	if b.Container != "" {
+	switch {
+	case b.ContainerName != "":
+		parts = append(parts, fmt.Sprintf("%s container %s (%s)", b.Runtime, b.ContainerName, b.Container[:min(12, len(b.Container))]))
+	case b.Container != "":
 		parts = append(parts, "container "+b.Container[:min(12, len(b.Container))])
 	}
 	if len(parts) == 0 {
@@ -218,6 +224,7 @@ func discoverOne(fs procfs.FS, pid int, nsPorts map[uint64]map[uint64]bool, clai
 	b.NSPID = nsPID(pid)
 	b.PIDNS, _ = NetNSInode(fmt.Sprintf("/proc/%d/ns/pid", pid))
 	b.Cgroup, b.Container = Cgroup(pid)
+	b.ContainerName, b.Runtime = ContainerName(b.Container)
 	return b, true
 }
 

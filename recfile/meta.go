@@ -54,6 +54,11 @@ type Target struct {
 	// How it was chosen: "pid", "port" or "name", and the value given.
 	SelectedBy string `json:"selected_by"`
 	Selector   string `json:"selector"`
+	// The container it runs in: the id in its cgroup path, and the name
+	// and runtime (podman, docker) where the runtime's files say.
+	Container     string `json:"container,omitempty"`
+	ContainerName string `json:"container_name,omitempty"`
+	Runtime       string `json:"container_runtime,omitempty"`
 }
 
 // ProbePath is where an eBPF probe runs and why, in every probe's part of

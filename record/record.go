@@ -239,6 +239,8 @@ func newRecording(cfg Config) *recorder {
 			Sources:  map[string]recfile.SourceMeta{},
 		},
 	}
+	_, r.meta.Target.Container = process.Cgroup(cfg.Target.PID)
+	r.meta.Target.ContainerName, r.meta.Target.Runtime = process.ContainerName(r.meta.Target.Container)
 	for _, src := range cfg.Sources {
 		if a, ok := src.(source.Annotator); ok {
 			r.annotators = append(r.annotators, annotator{Annotator: a})

@@ -123,7 +123,7 @@ boot() {
 	# Linux 6.12 died of an int3 oops in syscall exit, 5.10 spun in soft
 	# lockups, and on arm64 attached programs missed every call of a test
 	# (2 of 2 runs); with thread=single, none of that in 3 runs of each.
-	timeout "$limit" "${qemu[@]}" -accel tcg,thread=single -smp 2 -m 2048 -nographic -no-reboot -monitor none \
+	timeout "$limit" "${qemu[@]}" -accel tcg,thread=single -smp 2 -m 2048 -nographic -no-reboot -monitor none -nic none \
 		-kernel "$vmlinuz" -initrd "$cache/initramfs-$arch.gz" \
 		-append "console=$console quiet loglevel=1 panic=-1" </dev/null >"$dir/console.log" 2>&1 || true
 	echo "$((SECONDS - start))" >"$dir/seconds"

@@ -328,8 +328,14 @@ func childSigStorm(in *bufio.Reader) {
 	}
 }
 
-// sigStormWaits is how many futex waits a childSigStorm round makes.
-const sigStormWaits = 1000
+// sigStormWaits is how many futex waits a childSigStorm round makes;
+// TestSignalPendingSwitchIsVoluntary runs rounds until it has seen
+// sigStormCases switches of the kind it looks for, or for sigStormBudget.
+const (
+	sigStormWaits  = 1000
+	sigStormCases  = 3
+	sigStormBudget = 30 * time.Second
+)
 
 // pinTo binds the calling thread to cpu.
 func pinTo(cpu int) {

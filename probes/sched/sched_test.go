@@ -794,9 +794,20 @@ func TestClosedTracer(t *testing.T) {
 // a futex while another CPU floods it with signals and a spinner competes
 // for its CPU. When a signal lands after the thread entered futex(2) but
 // before it slept, __schedule() does not block it, yet counts the switch in
-// nvcsw (voluntary) while the tracepoint reports prev_state TASK_RUNNING:
-// the arguments say involuntary. The probe must still equal /proc exactly,
-// and the arguments must be seen to disagree.
+// nvcsw (voluntary) while the tracepoint reports prev_state TASK_RUNNING
+// (Linux 6.13+, where try_to_block_task() rewrites it): the arguments say
+// involuntary. The probe must equal /proc exactly in every round, whatever
+// happened in it; that is the assertion that matters.
+//
+// The case itself cannot be caused on purpose: no system call lets a
+// signal be pending when futex(2) or nanosleep(2) reaches schedule() but a
+// signal sent in that window of a microsecond or two, and then the
+// scheduler must pick another task although the thread's slice is still
+// protected (RUN_TO_PARITY). So the test counts how often it happened:
+// measured here 1-2 times per 1000 waits on an idle machine (5 runs). It
+// runs rounds of 1000 waits until it has seen sigStormCases of them or
+// sigStormBudget has passed, and fails when it saw none: on a kernel that
+// reports the state as rewritten, 0 cases in that many waits is not noise.
 func TestSignalPendingSwitchIsVoluntary(t *testing.T) {
 	needRoot(t)
 	needCPUs01(t)
@@ -805,21 +816,22 @@ func TestSignalPendingSwitchIsVoluntary(t *testing.T) {
 	tr := openTracer(t, Options{PID: c.pid})
 	first := stableSample(t, tr, c.pid)
 	var d ThreadStats
-	for round := 1; ; round++ {
+	start := time.Now()
+	rounds := 0
+	for d.VolArgsInvol < sigStormCases && time.Since(start) < sigStormBudget && !t.Failed() {
+		rounds++
 		s0 := stableSample(t, tr, c.pid)
 		c.send(t, "go")
 		c.expect(t, "done")
 		s1 := stableSample(t, tr, c.pid)
 		checkAgainstProc(t, s0, s1)
 		d = s1.threads[w].Sub(first.threads[w])
-		if d.VolArgsInvol > 0 || round == 10 || t.Failed() {
-			t.Logf("after %d rounds, thread %d: %d voluntary, %d involuntary; by the arguments %d of the voluntary ones were involuntary, %d the reverse",
-				round, w, d.Voluntary, d.Involuntary, d.VolArgsInvol, d.InvolArgsVol)
-			break
-		}
 	}
+	t.Logf("%d rounds of %d waits in %v, thread %d: %d voluntary, %d involuntary; by the arguments %d of the voluntary ones were involuntary (%.2f per 1000 waits), %d the reverse",
+		rounds, sigStormWaits, time.Since(start).Round(time.Millisecond), w, d.Voluntary, d.Involuntary,
+		d.VolArgsInvol, 1000*float64(d.VolArgsInvol)/float64(rounds*sigStormWaits), d.InvolArgsVol)
 	if d.VolArgsInvol == 0 {
-		t.Errorf("no switch where a pending signal kept the thread from blocking in 10 rounds of %d waits", sigStormWaits)
+		t.Errorf("no switch where a pending signal kept the thread from blocking in %d rounds of %d waits (%v)", rounds, sigStormWaits, sigStormBudget)
 	}
 	if d.InvolArgsVol != 0 {
 		t.Errorf("%d involuntary switches that the arguments call voluntary: not a known case", d.InvolArgsVol)

@@ -152,9 +152,11 @@ func TestOnCPUTwoCPUs(t *testing.T) {
 
 // checkWorkersCharged: each worker's on-CPU time against its schedstat
 // runtime (within 1%) and against the CPU clock it read itself around its
-// loop (p.self), within 0.1%: the two differ by the code between the
-// worker's clock reads and its first block and last switch (measured
-// 0.003-0.013% of the loop's 120-270 ms, either way).
+// loop (p.self). The probe's is the longer: it also holds the code between
+// the worker's clock reads and its first block and last switch, and the
+// interrupts charged to the worker meanwhile. Measured +0.002% to +0.059%
+// of the loop's 120-270 ms (60 workers in 30 runs alone) and +0.104% once
+// in a full make test; the bound is -0.01% to +0.25%.
 func checkWorkersCharged(t *testing.T, p pingPongRun) {
 	t.Helper()
 	for i, tid := range p.workers {
@@ -166,8 +168,8 @@ func checkWorkersCharged(t *testing.T, p pingPongRun) {
 		if !within(d.OnCPUNs, rt, 0.01) {
 			t.Errorf("worker %d: on-CPU %d ns, schedstat runtime %d ns: more than 1%% apart", tid, d.OnCPUNs, rt)
 		}
-		if !within(d.OnCPUNs, self, 0.001) {
-			t.Errorf("worker %d: on-CPU %d ns, its own CPU clock %d ns: more than 0.1%% apart", tid, d.OnCPUNs, self)
+		if dev := pct(d.OnCPUNs, self); dev < -0.01 || dev > 0.25 {
+			t.Errorf("worker %d: on-CPU %d ns, its own CPU clock %d ns: %+.3f%%, not within -0.01%% to +0.25%%", tid, d.OnCPUNs, self, dev)
 		}
 	}
 }
