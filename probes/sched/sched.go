@@ -56,6 +56,9 @@ type Options struct {
 	// RingSize is the switch ring buffer's size in bytes, a power of two
 	// ≥ page size; 0 means 8 MiB.
 	RingSize int
+	// switchArgs, in tests, takes the sched_switch programs for a kernel
+	// that passes that many arguments; 0: as this kernel's BTF says.
+	switchArgs int
 }
 
 // Switch is one context switch involving a target thread.
@@ -264,6 +267,9 @@ func Open(opts Options) (*Tracer, error) {
 	args, err := probes.TracepointArgs("sched_switch")
 	if err != nil {
 		return nil, fmt.Errorf("sched: %w", err)
+	}
+	if opts.switchArgs != 0 {
+		args = opts.switchArgs
 	}
 	c, err := probes.Open("sched", opts.Path, paths, func(path Path) (*probes.Probe, error) {
 		return open(opts, path, args)

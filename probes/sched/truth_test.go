@@ -465,3 +465,34 @@ func TestPerMessageOnCPUNATS(t *testing.T) {
 	}
 	checkHealth(t, src.tr)
 }
+
+// TestSwitchWithoutPrevState: the sched_switch programs for kernels before
+// 5.18, which read the switched-out task's state from the task instead of
+// the tracepoint's prev_state (the kernel matrix runs them on Debian's
+// 5.10), forced here on both paths beside this kernel's own. The ping-pong
+// workers block in read(2) every round: the state each variant reads must
+// classify the switches as the kernel's counters do (no disagreement), and
+// the waits it derives from it must be there.
+func TestSwitchWithoutPrevState(t *testing.T) {
+	needRoot(t)
+	needCPUs01(t)
+	for _, path := range []Path{PathBTF, PathRaw} {
+		for _, args := range []int{4, 3} {
+			t.Run(fmt.Sprintf("%s/%d-args", path, args), func(t *testing.T) {
+				p := runPingPong(t, pinOne, func(pid int) *Tracer {
+					return openTracer(t, Options{PID: pid, Path: path, switchArgs: args})
+				})
+				checkAgainstProc(t, p.s0, p.s1)
+				for _, tid := range p.workers {
+					d := p.s1.threads[tid].Sub(p.s0.threads[tid])
+					t.Logf("worker %d: %d voluntary, %d involuntary; arguments disagree %d/%d; %d waits, %d after preemption",
+						tid, d.Voluntary, d.Involuntary, d.VolArgsInvol, d.InvolArgsVol, d.Waits, d.PreemptWaits)
+					if d.VolArgsInvol != 0 || d.InvolArgsVol != 0 || d.Voluntary < pingPongRounds || d.Waits < pingPongRounds {
+						t.Errorf("worker %d: %d voluntary (arguments: %d of them involuntary), %d involuntary (%d voluntary), %d waits; want %d blocking reads, no disagreement",
+							tid, d.Voluntary, d.VolArgsInvol, d.Involuntary, d.InvolArgsVol, d.Waits, pingPongRounds)
+					}
+				}
+			})
+		}
+	}
+}
