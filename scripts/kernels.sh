@@ -162,7 +162,10 @@ for entry in "${matrix[@]}"; do
 	read -r name arch regex about <<<"$entry"
 	picked "$name" || continue
 	pkg=$(kernel_pkg "$regex")
-	[ -n "$pkg" ] || { echo "kernels: no package matches $regex" >&2; exit 1; }
+	[ -n "$pkg" ] || {
+		echo "kernels: $name: no package matches $regex in $cache/apt/sources.list (a suite moved to archive.debian.org?)" >&2
+		exit 1
+	}
 	kdir=$cache/kernel-$name
 	if [ ! -f "$kdir/.pkg" ] || [ "$(cat "$kdir/.pkg")" != "$pkg" ]; then
 		rm -rf "$kdir" && mkdir -p "$kdir"
