@@ -38,7 +38,7 @@ rec=$!
 pids+=($rec)
 for _ in $(seq 300); do grep -q '^brokertrace: attached' "$out/record.log" && break; sleep 0.1; done
 grep -q '^brokertrace: attached' "$out/record.log" || { cat "$out/record.log" >&2; echo "demo: brokertrace did not attach" >&2; exit 1; }
-grep '^brokertrace: attached' "$out/record.log"
+grep -E '^brokertrace: (attached|note:)' "$out/record.log"
 
 echo "== brokertrace load: $count messages at $rate msg/s through the broker"
 "$bt" load --url "nats://127.0.0.1:$port" --rate "$rate" --count "$count" --size 256 --out "$out"
