@@ -100,11 +100,6 @@ func check(t *testing.T, r run) row {
 	return rw
 }
 
-// probeMeta is the part of each probe's meta every probe has.
-type probeMeta struct {
-	recfile.ProbePath
-}
-
 // checkPaths: every default source ran; no probe was refused by the
 // verifier (a fallback for want of a hook is fine, and said); a probe that
 // needed tracefs on a host without it had it mounted.
@@ -115,9 +110,10 @@ func checkPaths(t *testing.T, r run, m *recfile.Meta, rw *row, fail func(string,
 			fail("%s: source %s is %s: %s", r.name, name, s.Status, s.Error)
 			continue
 		}
-		var pm probeMeta
-		if b, err := json.Marshal(s.Meta); err == nil && json.Unmarshal(b, &pm) == nil && pm.Path != "" {
-			paths[name] = pm.ProbePath
+		// Every probe's meta has a recfile.ProbePath's fields.
+		var pp recfile.ProbePath
+		if b, err := json.Marshal(s.Meta); err == nil && json.Unmarshal(b, &pp) == nil && pp.Path != "" {
+			paths[name] = pp
 		}
 	}
 	for _, name := range []string{"capture", "cpu", "sched", "sockq", "netstack"} {
@@ -344,4 +340,3 @@ func tail(path string, n int) string {
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
-
