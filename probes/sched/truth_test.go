@@ -152,11 +152,14 @@ func TestOnCPUTwoCPUs(t *testing.T) {
 
 // checkWorkersCharged: each worker's on-CPU time against its schedstat
 // runtime (within 1%) and against the CPU clock it read itself around its
-// loop (p.self). The probe's is the longer: it also holds the code between
-// the worker's clock reads and its first block and last switch, and the
-// interrupts charged to the worker meanwhile. Measured +0.002% to +0.059%
+// loop (p.self). The probe's is the longer: the worker reads its clock
+// after its first read returns and before its last switch, so the probe
+// also holds the wake-up into that read, the code after the last clock
+// read up to the switch, and the interrupts charged meanwhile. (Read
+// before the first read, the clock held code the first sample had
+// already charged: -0.029% once in CI.) Measured +0.002% to +0.059%
 // of the loop's 120-270 ms (60 workers in 30 runs alone) and +0.104% once
-// in a full make test; the bound is -0.01% to +0.25%.
+// in a full make test; the bound is 0 to +0.25%.
 func checkWorkersCharged(t *testing.T, p pingPongRun) {
 	t.Helper()
 	for i, tid := range p.workers {
@@ -168,8 +171,8 @@ func checkWorkersCharged(t *testing.T, p pingPongRun) {
 		if !within(d.OnCPUNs, rt, 0.01) {
 			t.Errorf("worker %d: on-CPU %d ns, schedstat runtime %d ns: more than 1%% apart", tid, d.OnCPUNs, rt)
 		}
-		if dev := pct(d.OnCPUNs, self); dev < -0.01 || dev > 0.25 {
-			t.Errorf("worker %d: on-CPU %d ns, its own CPU clock %d ns: %+.3f%%, not within -0.01%% to +0.25%%", tid, d.OnCPUNs, self, dev)
+		if dev := pct(d.OnCPUNs, self); dev < 0 || dev > 0.25 {
+			t.Errorf("worker %d: on-CPU %d ns, its own CPU clock %d ns: %+.3f%%, not within 0 to +0.25%%", tid, d.OnCPUNs, self, dev)
 		}
 	}
 }
