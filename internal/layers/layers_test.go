@@ -18,55 +18,57 @@ const module = "github.com/brokertrace/brokertrace/"
 // layer of every package of the module, bottom (0) to top. A package not
 // listed fails the test: a new package must be given its place.
 var layer = map[string]int{
-	"recfile":  0, // every file format; imports nothing of ours
-	"monotime": 0,
-	"marker":   0,
-	"kernfs":   0, // tracefs and debugfs: found, or mounted
+	"outdir": 0, // where files are written: no link followed, as the invoking user
 
-	"events":    1,
-	"correlate": 2, // events → per-message records
+	"recfile":  1, // every file format; imports nothing of ours
+	"monotime": 1,
+	"marker":   1,
+	"kernfs":   1, // tracefs and debugfs: found, or mounted
 
-	"process": 3, // the target: pids, threads, listeners, namespaces
-	"probes":  3, // what every eBPF loader shares
-	"source":  4, // the contract between record and its sources
+	"events":    2,
+	"correlate": 3, // events → per-message records
 
-	"probes/sockio":   5,
-	"probes/sched":    5,
-	"probes/sockq":    5,
-	"probes/netstack": 5,
-	"capture":         5,
-	"collect":         5,
+	"process": 4, // the target: pids, threads, listeners, namespaces
+	"probes":  4, // what every eBPF loader shares
+	"source":  5, // the contract between record and its sources
 
-	"record": 6, // orchestration
+	"probes/sockio":   6,
+	"probes/sched":    6,
+	"probes/sockq":    6,
+	"probes/netstack": 6,
+	"capture":         6,
+	"collect":         6,
 
-	"load":     6, // the load generator: brokers' clients, e2e.csv
-	"analysis": 6, // reads recordings through recfile only
-	"platform": 6, // Ginpex experiments: platform constants
+	"record": 7, // orchestration
+
+	"load":     7, // the load generator: brokers' clients, e2e.csv
+	"analysis": 7, // reads recordings through recfile only
+	"platform": 7, // Ginpex experiments: platform constants
 
 	// the broker model: simulation, exact solution, exporters (read
 	// calibration.json through recfile)
-	"model/sim":  6,
-	"model/mva":  6,
-	"model/qpme": 6,
-	"model/jmva": 6,
-	"model/lqn":  6,
+	"model/sim":  7,
+	"model/mva":  7,
+	"model/qpme": 7,
+	"model/jmva": 7,
+	"model/lqn":  7,
 
-	"report":    7,
-	"overhead":  7, // the MooBench experiment: runs brokers, tracers and load as children
-	"sweep":     7, // a ladder of rates: runs brokers, record and load as children
-	"calibrate": 7, // sweep → calibration.json (ICPE'14 §4.4)
-	"predict":   7, // calibration → simulated model → prediction.json
-	"live":      7, // the live terminal view of a recording (bare mode)
-	"metrics":   7, // the Prometheus exporter: a record.Observer
-	"perfetto":  7, // the Perfetto trace: a record.Observer
+	"report":    8,
+	"overhead":  8, // the MooBench experiment: runs brokers, tracers and load as children
+	"sweep":     8, // a ladder of rates: runs brokers, record and load as children
+	"calibrate": 8, // sweep → calibration.json (ICPE'14 §4.4)
+	"predict":   8, // calibration → simulated model → prediction.json
+	"live":      8, // the live terminal view of a recording (bare mode)
+	"metrics":   8, // the Prometheus exporter: a record.Observer
+	"perfetto":  8, // the Perfetto trace: a record.Observer
 
-	"cmd/brokertrace": 8,
+	"cmd/brokertrace": 9,
 
-	"internal/testbroker": 6, // tests only
-	"internal/testutil":   6, // tests only
-	"internal/browser":    6, // tests only: pages in headless Chromium
-	"internal/kernels":    6, // tests only: the kernel matrix's checker
-	"internal/layers":     9,
+	"internal/testbroker": 7, // tests only
+	"internal/testutil":   7, // tests only
+	"internal/browser":    7, // tests only: pages in headless Chromium
+	"internal/kernels":    7, // tests only: the kernel matrix's checker
+	"internal/layers":     10,
 }
 
 // readers are the packages that read recordings: they must not depend on
