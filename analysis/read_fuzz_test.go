@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -37,7 +38,7 @@ func FuzzReadE2E(f *testing.F) {
 			want.Warmup = append(want.Warmup, warm == 1)
 		}
 		dir := t.TempDir()
-		if err := recfile.WriteTable(dir, "e2e.csv", rows); err != nil {
+		if err := recfile.WriteTable(testutil.OutDir(t, dir), "e2e.csv", rows); err != nil {
 			t.Fatal(err)
 		}
 		got, err := ReadE2E(filepath.Join(dir, "e2e.csv"))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -24,7 +25,7 @@ func TestReadE2EFromRealRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	e, err := ReadE2E(filepath.Join(dir, recfile.E2EFile))
@@ -118,7 +119,7 @@ func TestJoin(t *testing.T) {
 		"13,400,401,,0\n"+
 		"14,500,501,590,0\n"+
 		"15,600,603,700,0\n")
-	mw, err := recfile.CreateMessages(dir, nil)
+	mw, err := recfile.CreateMessages(testutil.OutDir(t, dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestJoin(t *testing.T) {
 	}
 
 	// Two first copies of one id: not one recording.
-	mw, _ = recfile.CreateMessages(dir, nil)
+	mw, _ = recfile.CreateMessages(testutil.OutDir(t, dir), nil)
 	mw.Write(&recfile.Message{ID: 3, TIn: 1, TOut: 2, Latency: 1, Copy: 1}, nil)
 	mw.Write(&recfile.Message{ID: 3, TIn: 4, TOut: 5, Latency: 1, Copy: 1}, nil)
 	mw.Close()

@@ -10,12 +10,12 @@ package calibrate
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -128,14 +128,18 @@ func Run(dir string, opt Options) (*recfile.Calibration, error) {
 	if out == "" {
 		out = filepath.Join(dir, recfile.CalibrationFile)
 	}
-	c := &calibration{opt: opt, sweep: &sw, all: all, steps: ofPattern(all, opt.Pattern), plat: plat, outDir: filepath.Dir(out)}
-	if err := os.MkdirAll(c.outDir, 0o755); err != nil {
-		return nil, err
+	// Opened before the work, so that an output brokertrace must not
+	// write into is refused at once.
+	od, err := outdir.Open(filepath.Dir(out))
+	if err != nil {
+		return nil, fmt.Errorf("--out %s: %w", out, err)
 	}
+	defer od.Close()
+	c := &calibration{opt: opt, sweep: &sw, all: all, steps: ofPattern(all, opt.Pattern), plat: plat, outDir: od}
 	if err := c.run(dir); err != nil {
 		return nil, err
 	}
-	if err := recfile.WriteJSON(c.outDir, filepath.Base(out), c.cal); err != nil {
+	if err := recfile.WriteJSON(od, filepath.Base(out), c.cal, outdir.FilePerm); err != nil {
 		return nil, err
 	}
 	return c.cal, nil

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -18,7 +19,7 @@ type calibration struct {
 	all    []*step // every finished step
 	steps  []*step // those of opt.Pattern: they calibrate the model
 	plat   *recfile.Platform
-	outDir string
+	outDir *outdir.Dir // where calibration.json and the files beside it go
 	cal    *recfile.Calibration
 
 	peak, rUtil *step

@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -97,17 +97,18 @@ func (c *calibration) systemStage(near []*step, meanNs float64) (recfile.CalStag
 	st.Samples, st.DemandFile = len(kept), "demand_system.txt"
 	st.Derivation = fmt.Sprintf("the distribution is the CPU outside the broker (%s) per message in %d windows near saturation (%d kept under the upper decile, mean %.0f ns), × %.4f to that mean",
 		c.opt.ShareFrom, len(samples), len(kept), mean(kept), f)
-	return st, writeDemands(filepath.Join(c.outDir, st.DemandFile), kept, f)
+	return st, writeDemands(c.outDir, st.DemandFile, kept, f)
 }
 
-// writeDemands writes one demand in ns per line, each sample × scale.
-func writeDemands(path string, samples []float64, scale float64) error {
+// writeDemands writes dir/name: one demand in ns per line, each sample ×
+// scale.
+func writeDemands(dir *outdir.Dir, name string, samples []float64, scale float64) error {
 	var b strings.Builder
 	for _, v := range samples {
 		b.WriteString(strconv.FormatFloat(v*scale, 'f', 0, 64))
 		b.WriteByte('\n')
 	}
-	return os.WriteFile(path, []byte(b.String()), 0o644)
+	return dir.WriteFile(name, []byte(b.String()), outdir.FilePerm)
 }
 
 // stage finishes one broker stage and writes its demand file.
@@ -118,7 +119,7 @@ func (c *calibration) stage(i int, d stageData, kept []float64, scale float64) (
 	st.MeanNs = st.TrimmedMeanNs * scale
 	st.Derivation = fmt.Sprintf("CPU time of the threads that %s per message entering, window by window (%d windows, %d kept under the upper decile): raw mean %.0f ns, trimmed %.0f ns, × demand_scale %.4f = %.0f ns; per-window means are narrower than per-message demands",
 		roleVerb(r.role), len(d.samples), len(kept), st.RawMeanNs, st.TrimmedMeanNs, scale, st.MeanNs)
-	return st, writeDemands(filepath.Join(c.outDir, st.DemandFile), kept, scale)
+	return st, writeDemands(c.outDir, st.DemandFile, kept, scale)
 }
 
 func roleVerb(role string) string {

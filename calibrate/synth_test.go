@@ -2,11 +2,11 @@ package calibrate
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -85,7 +85,7 @@ func writeSynthSweep(t *testing.T, dir string) []int64 {
 		sw.Steps = append(sw.Steps, st)
 		ends = append(ends, writeSynthStep(t, filepath.Join(dir, st.Dir), st, s)...)
 	}
-	if err := recfile.WriteJSON(dir, recfile.SweepFile, &sw); err != nil {
+	if err := recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
 		t.Fatal(err)
 	}
 	return ends
@@ -93,13 +93,13 @@ func writeSynthSweep(t *testing.T, dir string) []int64 {
 
 func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) []int64 {
 	t.Helper()
-	must(t, os.MkdirAll(dir, 0o755))
+	d := testDir(t, dir)
 	meta := recfile.Meta{Tool: "brokertrace", Host: recfile.Host{Hostname: "h1", CPUs: 2},
 		Target:  recfile.Target{PID: 42, Comm: "synth", Exe: "/usr/bin/synth"},
 		StartNs: st.WindowStartNs - 1e9, EndNs: st.WindowEndNs + 1e9, WindowNs: synWindow}
 	meta.StartWall = time.Unix(0, meta.StartNs+synWallOff).UTC().Format(time.RFC3339Nano)
-	must(t, recfile.WriteJSON(dir, recfile.MetaFile, &meta))
-	ends, err := writeSynthMessages(dir, st, s.saturated)
+	must(t, recfile.WriteJSON(d, recfile.MetaFile, &meta, outdir.FilePerm))
+	ends, err := writeSynthMessages(d, st, s.saturated)
 	must(t, err)
 	var tw []recfile.ThreadWindowRow
 	var cpu []recfile.CPURow
@@ -119,12 +119,12 @@ func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) [
 		net = append(net, recfile.NetRow{TStart: t0, TEnd: t0 + synWindow, MsgsIn: in, MsgsOut: in,
 			PktsIn: uint64(in / 2), PktsOut: uint64(in), BytesIn: uint64(in * 1100), BytesOut: uint64(in * 1100)})
 	}
-	must(t, recfile.WriteTable(dir, recfile.ThreadWindowsFile, tw))
-	must(t, recfile.WriteTable(dir, recfile.CPUFile, cpu))
-	must(t, recfile.WriteTable(dir, recfile.CPUCoresFile, cores))
-	must(t, recfile.WriteTable(dir, recfile.NetFile, net))
-	must(t, recfile.WriteTable(dir, recfile.ThreadsFile, []recfile.ThreadRow{{TID: 101, Comm: "reader"}, {TID: 102, Comm: "worker"}, {TID: 103, Comm: "writer"}}))
-	must(t, recfile.WriteTable(dir, recfile.GSOFile, []recfile.GSORow{
+	must(t, recfile.WriteTable(d, recfile.ThreadWindowsFile, tw))
+	must(t, recfile.WriteTable(d, recfile.CPUFile, cpu))
+	must(t, recfile.WriteTable(d, recfile.CPUCoresFile, cores))
+	must(t, recfile.WriteTable(d, recfile.NetFile, net))
+	must(t, recfile.WriteTable(d, recfile.ThreadsFile, []recfile.ThreadRow{{TID: 101, Comm: "reader"}, {TID: 102, Comm: "worker"}, {TID: 103, Comm: "writer"}}))
+	must(t, recfile.WriteTable(d, recfile.GSOFile, []recfile.GSORow{
 		{Direction: "in", Ifname: "lo", Segs: "1", SKBs: 300}, {Direction: "in", Ifname: "lo", Segs: "2", SKBs: 100},
 		{Direction: "out", Ifname: "lo", Segs: "1", SKBs: 400}}))
 	return ends
@@ -134,7 +134,7 @@ func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) [
 // broker reads each synReadLag later, except that after every synPauseN-th
 // read it stops for synPause and then drains the backlog (no pauses in
 // the saturated step).
-func writeSynthMessages(dir string, st recfile.SweepStep, saturated bool) ([]int64, error) {
+func writeSynthMessages(dir *outdir.Dir, st recfile.SweepStep, saturated bool) ([]int64, error) {
 	mw, err := recfile.CreateMessages(dir, recfile.SockqMessageColumns)
 	if err != nil {
 		return nil, err
@@ -161,6 +161,15 @@ func writeSynthMessages(dir string, st recfile.SweepStep, saturated bool) ([]int
 		}
 	}
 	return ends, mw.Close()
+}
+
+// testDir opens dir (creating it) for the writers, as the commands do.
+func testDir(t *testing.T, dir string) *outdir.Dir {
+	t.Helper()
+	d, err := outdir.Open(dir)
+	must(t, err)
+	t.Cleanup(func() { d.Close() })
+	return d
 }
 
 func must(t *testing.T, err error) {

@@ -12,13 +12,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/brokertrace/brokertrace/monotime"
 	"golang.org/x/net/bpf"
+
+	"github.com/brokertrace/brokertrace/monotime"
 )
 
 // Options say where and what to capture.
@@ -121,8 +121,7 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 	if err := c.goLive(filter, loFilter); err != nil {
 		c.closeTaps()
 		if c.pcap != nil {
-			c.pcap.f.Close()
-			os.Remove(opts.PcapPath)
+			c.pcap.f.Abort()
 		}
 		return nil, err
 	}

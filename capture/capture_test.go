@@ -712,7 +712,7 @@ func TestLoopbackCountsOnce(t *testing.T) {
 
 	// packets.csv
 	csv := filepath.Join(dir, "packets.csv")
-	if err := r.WriteCSV(csv); err != nil {
+	if err := r.WriteCSV(testutil.OutDir(t, filepath.Dir(csv)), filepath.Base(csv)); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(csv)

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -128,8 +129,8 @@ func TestFilesUnchanged(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, old := t.TempDir(), t.TempDir()
-			s := &Source{env: &source.Env{Out: dir, Start: tc.start}, first: tc.first, windows: tc.windows, result: tc.r}
-			if err := tc.r.WriteCSV(filepath.Join(dir, recfile.PacketsFile)); err != nil {
+			s := &Source{env: &source.Env{Out: testutil.OutDir(t, dir), Start: tc.start}, first: tc.first, windows: tc.windows, result: tc.r}
+			if err := tc.r.WriteCSV(testutil.OutDir(t, dir), recfile.PacketsFile); err != nil {
 				t.Fatal(err)
 			}
 			if _, _, err := s.writeNet(tc.tl); err != nil {

@@ -3,7 +3,6 @@ package capture
 import (
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 
 	"github.com/brokertrace/brokertrace/recfile"
@@ -39,7 +38,7 @@ func (s *Source) Sample(now int64) {
 func (s *Source) writeNet(tl *source.Timeline) (outside, rows int, err error) {
 	net, inside := s.netRows(tl)
 	if err := recfile.WriteTable(s.env.Out, recfile.NetFile, net); err != nil {
-		return 0, 0, fmt.Errorf("cannot write %s: %w", filepath.Join(s.env.Out, recfile.NetFile), err)
+		return 0, 0, fmt.Errorf("cannot write %s: %w", s.env.Out.Join(recfile.NetFile), err)
 	}
 	return tl.Outs() - inside, len(net), nil
 }

@@ -3,24 +3,28 @@ package capture
 import (
 	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 	"github.com/gopacket/gopacket/pcapgo"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // pcapFile is the optional header dump, shared by all readers.
 type pcapFile struct {
 	mu sync.Mutex
-	f  *os.File
+	f  *outdir.File
 	w  *pcapgo.NgWriter
 }
 
 func createPcap(path string, taps []*tap, snap int) (*pcapFile, error) {
-	f, err := os.Create(path)
+	f, err := outdir.CreateFile(path, outdir.FilePerm)
+	if errors.Is(err, outdir.ErrUnsafe) {
+		return nil, badInput{fmt.Errorf("capture: --pcap: %w", err)}
+	}
 	if err != nil {
 		return nil, badInput{fmt.Errorf("capture: cannot create pcap file: %v", err)}
 	}
@@ -45,7 +49,7 @@ func createPcap(path string, taps []*tap, snap int) (*pcapFile, error) {
 		}
 	}
 	if err != nil {
-		f.Close()
+		f.Abort()
 		return nil, fmt.Errorf("capture: cannot write pcap file %s: %v", path, err)
 	}
 	return &pcapFile{f: f, w: w}, nil

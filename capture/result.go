@@ -3,9 +3,9 @@ package capture
 import (
 	"fmt"
 	"maps"
-	"path/filepath"
 	"slices"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -99,17 +99,17 @@ func (r *Result) directions() []histDir {
 	return []histDir{{"in", &r.In}, {"out", &r.Out}}
 }
 
-// WriteCSV writes the histograms as packets.csv: header
+// WriteCSV writes the histograms as dir/name (packets.csv): header
 // direction,payload_bytes,packets, rows for in then out, sizes ascending.
-func (r *Result) WriteCSV(path string) error {
+func (r *Result) WriteCSV(dir *outdir.Dir, name string) error {
 	var rows []recfile.PacketRow
 	for _, d := range r.directions() {
 		for _, s := range slices.Sorted(maps.Keys(d.h.Sizes)) {
 			rows = append(rows, recfile.PacketRow{Direction: d.name, PayloadBytes: uint64(s), Packets: d.h.Sizes[s]})
 		}
 	}
-	if err := recfile.WriteTable(filepath.Dir(path), filepath.Base(path), rows); err != nil {
-		return fmt.Errorf("capture: cannot write %s: %w", path, err)
+	if err := recfile.WriteTable(dir, name, rows); err != nil {
+		return fmt.Errorf("capture: cannot write %s: %w", dir.Join(name), err)
 	}
 	return nil
 }

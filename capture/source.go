@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -103,8 +102,18 @@ func (s *Source) Start(env *source.Env) error {
 // trimBadInput drops the package's prefix from a bad-input error: the
 // recording names the source in front of the message.
 func trimBadInput(err error) error {
-	return badInput{errors.New(strings.TrimPrefix(err.Error(), "capture: "))}
+	return badInput{trimmed{strings.TrimPrefix(err.Error(), "capture: "), err}}
 }
+
+// trimmed is an error with a shorter message that still wraps the
+// original (outdir.ErrUnsafe among them).
+type trimmed struct {
+	msg string
+	err error
+}
+
+func (e trimmed) Error() string { return e.msg }
+func (e trimmed) Unwrap() error { return e.err }
 
 // Watermark implements source.Source: the capture has no per-message data.
 func (s *Source) Watermark() int64 { return math.MaxInt64 }
@@ -146,7 +155,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	m := s.meta()
 	res := source.Result{Meta: m, Warnings: append(drainWarn, r.warnings()...), Summary: r.summary(tl)}
 
-	if err := r.WriteCSV(filepath.Join(s.env.Out, recfile.PacketsFile)); err != nil {
+	if err := r.WriteCSV(s.env.Out, recfile.PacketsFile); err != nil {
 		return res, err
 	}
 	res.Files = append(res.Files, recfile.PacketsFile)

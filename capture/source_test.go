@@ -24,6 +24,8 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/layers"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
@@ -32,7 +34,6 @@ import (
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
-	"golang.org/x/sys/unix"
 )
 
 // readCSV reads a whole CSV file and checks its header, given as the
@@ -325,7 +326,7 @@ func TestIfaceBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := NewSource(SourceOptions{Ifaces: []string{"nosuch0"}})
-	err = src.Start(&source.Env{Target: proc, Out: t.TempDir(), Window: time.Second})
+	err = src.Start(&source.Env{Target: proc, Out: testutil.OutDir(t, t.TempDir()), Window: time.Second})
 	want := fmt.Sprintf(`interface "nosuch0" does not exist in network namespace /proc/%d/ns/net (have: lo`, srv.PID())
 	if err == nil || errors.Is(err, source.ErrUnavailable) || !IsBadInput(err) ||
 		!strings.HasPrefix(err.Error(), want) || strings.Contains(err.Error(), "\n") {
@@ -427,7 +428,7 @@ func TestUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, src := range []source.Source{NewSource(SourceOptions{}), netstack.NewSource()} {
-		err := src.Start(&source.Env{Target: sp, Out: t.TempDir()})
+		err := src.Start(&source.Env{Target: sp, Out: testutil.OutDir(t, t.TempDir())})
 		want := fmt.Sprintf("pid %d listens on no TCP port", sp.PID)
 		if !errors.Is(err, source.ErrUnavailable) || !strings.HasPrefix(err.Error(), want) {
 			t.Errorf("%s: %v, want unavailable: %s", src.Name(), err, want)
@@ -639,7 +640,7 @@ func TestGSOAndGRO(t *testing.T) {
 			const port, msgSize, msgs, answer = 5672, 1030, 20000, 8 << 20
 			proc, lines := startHelperBroker(t, v.b, net.JoinHostPort(v.ipB, strconv.Itoa(port)), answer)
 			dir := t.TempDir()
-			env := &source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}
+			env := &source.Env{Target: proc, Out: testutil.OutDir(t, dir), Window: 100 * time.Millisecond}
 			capt := NewSource(SourceOptions{})
 			ns := netstack.NewSource()
 			ns.ForcePath = tc.path
@@ -780,7 +781,7 @@ func TestBigTCPv6(t *testing.T) {
 	// libpcap's "tcp" does not look past a hop-by-hop header either: take
 	// all IPv6, the namespace has nothing else.
 	td := startTcpdump(t, ns, "lo", port, filepath.Join(dir, "tcpdump.pcap"), "ip6")
-	env := &source.Env{Target: proc, Out: dir, Window: time.Second}
+	env := &source.Env{Target: proc, Out: testutil.OutDir(t, dir), Window: time.Second}
 	pcap := filepath.Join(dir, "big.pcapng")
 	capt, nsrc := NewSource(SourceOptions{PcapPath: pcap}), netstack.NewSource()
 	for _, s := range []source.Source{capt, nsrc} {

@@ -92,7 +92,7 @@ func runSource(t *testing.T, proc *process.Process, opts Options, n int) *record
 	t.Helper()
 	dir := t.TempDir()
 	src := NewSource(opts)
-	env := &source.Env{Target: proc, Out: dir, Start: monotime.Now(), Window: 100 * time.Millisecond}
+	env := &source.Env{Target: proc, Out: testutil.OutDir(t, dir), Start: monotime.Now(), Window: 100 * time.Millisecond}
 	if err := src.Start(env); err != nil {
 		t.Fatalf("start: %v", err)
 	}
@@ -552,7 +552,7 @@ func TestTargetExits(t *testing.T) {
 	}
 	src := NewSource(Options{})
 	dir := t.TempDir()
-	if err := src.Start(&source.Env{Target: proc, Out: dir, Window: 100 * time.Millisecond}); err != nil {
+	if err := src.Start(&source.Env{Target: proc, Out: testutil.OutDir(t, dir), Window: 100 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond)
@@ -592,7 +592,7 @@ func TestReadingGaps(t *testing.T) {
 	s.minGap = 25
 	dir := t.TempDir()
 	var err error
-	if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](dir, recfile.CPUCoresFile); err != nil {
+	if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](testutil.OutDir(t, dir), recfile.CPUCoresFile); err != nil {
 		t.Fatal(err)
 	}
 	full := func(ts int64, busy int64) (reading, map[int64]cpuTimes) {

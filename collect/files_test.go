@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -35,7 +36,7 @@ func randReading(rng *rand.Rand, t int64) reading {
 func randSource(t *testing.T, rng *rand.Rand) (*Source, *source.Timeline) {
 	srcs := []string{"cgroup", "schedstat", "stat", ""}
 	s := NewSource(Options{Every: 1 + rng.IntN(20)})
-	s.env = &source.Env{Out: t.TempDir()}
+	s.env = &source.Env{Out: testutil.OutDir(t, t.TempDir())}
 	s.brokerSrc, s.perMsgSrc = srcs[rng.IntN(4)], srcs[rng.IntN(4)]
 	ts := int64(1e9)
 	for range rng.IntN(30) {
@@ -61,8 +62,8 @@ func TestFilesAsBefore(t *testing.T) {
 		if _, _, err := s.writePerMsg(tl); err != nil {
 			t.Fatal(err)
 		}
-		sameFile(t, i, filepath.Join(s.env.Out, recfile.CPUFile), oldWindows(s, tl))
-		sameFile(t, i, filepath.Join(s.env.Out, recfile.CPUPerMsgFile), oldPerMsg(s, tl))
+		sameFile(t, i, s.env.Out.Join(recfile.CPUFile), oldWindows(s, tl))
+		sameFile(t, i, s.env.Out.Join(recfile.CPUPerMsgFile), oldPerMsg(s, tl))
 
 		var err error
 		if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](s.env.Out, recfile.CPUCoresFile); err != nil {
@@ -81,7 +82,7 @@ func TestFilesAsBefore(t *testing.T) {
 		if err := s.closeCores(); err != nil {
 			t.Fatal(err)
 		}
-		sameFile(t, i, filepath.Join(s.env.Out, recfile.CPUCoresFile), want)
+		sameFile(t, i, s.env.Out.Join(recfile.CPUCoresFile), want)
 	}
 }
 

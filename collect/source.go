@@ -3,8 +3,6 @@ package collect
 import (
 	"fmt"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -152,8 +150,7 @@ func (s *Source) Start(env *source.Env) error {
 		s.missing = append(s.missing, fmt.Sprintf("/proc/stat: %v", s.lastErr["system"]))
 	}
 	if s.cg == nil && !first.runOK && !first.statOK && !first.systemOK {
-		s.cores.Close()
-		os.Remove(filepath.Join(env.Out, recfile.CPUCoresFile))
+		s.cores.Abort()
 		return fmt.Errorf("%w: %s", source.ErrUnavailable, strings.Join(s.missing, "; "))
 	}
 	s.brokerSrc = first.firstReadable("cgroup", "schedstat", "stat")

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // RabbitMQ and ActiveMQ take seconds to start, so tests that do not kill
@@ -102,7 +103,7 @@ func runExact(t *testing.T, url, subject string, bursty bool) *Result {
 		t.Fatalf("%s: sent/received ids are not exactly %d..%d", url, want[0], want[n-1])
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, dir)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // slowNATS is the NATS consumer with a pending limit of limit messages and
@@ -117,7 +119,7 @@ func TestClientDropNATS(t *testing.T) {
 		t.Errorf("client dropped %d; want %d: every message but the handled one and the %d queued", res.ClientDropped, n-limit, limit-1)
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	if s := readSummary(t, dir); s.ClientDropped != res.ClientDropped || s.Missing != res.Missing || s.Received != res.Received {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 )
 
@@ -106,7 +107,7 @@ func idRange(base uint64, n int) []uint64 {
 func writtenFiles(t *testing.T, res *Result) (rows []csvRow, unreceived int, s Summary) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	noTempFiles(t, dir)
@@ -163,7 +164,7 @@ func TestRegularRun(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	noTempFiles(t, dir)
@@ -241,7 +242,7 @@ func TestBurstyRun(t *testing.T) {
 		t.Fatal("received ids differ from sent ids")
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, dir)
@@ -322,7 +323,7 @@ func TestBrokerDiesMidRun(t *testing.T) {
 		t.Errorf("sent %d received %d missing %d interrupted %v", res.Sent, res.Received, res.Missing, res.Interrupted)
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, dir)
@@ -351,7 +352,7 @@ func TestMissingCounted(t *testing.T) {
 	}
 	r.summarize()
 	dir := t.TempDir()
-	if err := r.WriteFiles(dir); err != nil {
+	if err := r.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, dir)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 )
 
@@ -69,7 +70,7 @@ func TestForeignMessages(t *testing.T) {
 		t.Fatalf("sent/received/missing = %d/%d/%d, want %d/%d/0", res.Sent, res.Received, res.Missing, n, n)
 	}
 	dir := t.TempDir()
-	if err := res.WriteFiles(dir); err != nil {
+	if err := res.WriteFiles(testutil.OutDir(t, dir)); err != nil {
 		t.Fatal(err)
 	}
 	if s := readSummary(t, dir); s.Unmarked != 1 || s.Unexpected != 1 || s.Duplicates != 1 {

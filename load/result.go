@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -214,18 +214,15 @@ func (r *Result) summarize() {
 	r.Summary = s
 }
 
-// WriteFiles writes dir/e2e.csv (one row per message sent) and dir/load.json
-// (the Summary), creating dir if needed. Each file is written to a temporary
-// file in dir, synced and renamed into place, so a reader never sees a
-// partial file, even if the process dies while writing.
-func (r *Result) WriteFiles(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("output directory: %w", err)
-	}
-	if err := writeAtomic(filepath.Join(dir, recfile.E2EFile), r.writeCSV); err != nil {
+// WriteFiles writes dir/e2e.csv (one row per message sent) and
+// dir/load.json (the Summary, whose URL has its password redacted). Each
+// takes its name only when complete, so a reader never sees a partial
+// file, even if the process dies while writing.
+func (r *Result) WriteFiles(dir *outdir.Dir) error {
+	if err := writeAtomic(dir, recfile.E2EFile, r.writeCSV); err != nil {
 		return err
 	}
-	return writeAtomic(filepath.Join(dir, recfile.LoadJSONFile), func(w *bufio.Writer) error {
+	return writeAtomic(dir, recfile.LoadJSONFile, func(w *bufio.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		return enc.Encode(r.Summary)
@@ -253,38 +250,25 @@ func (r *Result) writeCSV(w *bufio.Writer) error {
 	return nil
 }
 
-func writeAtomic(path string, fill func(*bufio.Writer) error) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func writeAtomic(dir *outdir.Dir, name string, fill func(*bufio.Writer) error) error {
+	f, err := dir.Create(name, outdir.FilePerm)
 	if err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", dir.Join(name), err)
 	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
 	w := bufio.NewWriterSize(f, 1<<16)
-	if err := fill(w); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	err = fill(w)
+	if err == nil {
+		err = w.Flush()
 	}
-	if err := w.Flush(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err == nil {
+		err = f.Sync()
 	}
-	if err := f.Chmod(0o644); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+	if err != nil {
+		f.Abort()
+		return fmt.Errorf("writing %s: %w", dir.Join(name), err)
 	}
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
+		return fmt.Errorf("writing %s: %w", dir.Join(name), err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("writing %s: %w", path, err)
-	}
-	ok = true
 	return nil
 }

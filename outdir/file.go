@@ -25,9 +25,22 @@ type File struct {
 	path   string
 }
 
-// Create creates the file rel with mode perm; it takes its name at Close.
-// Missing directories on the way are created.
+// Create creates the file rel with mode perm; it takes its name at Close,
+// so a reader sees the old file or the whole new one. Missing directories
+// on the way are created.
 func (d *Dir) Create(rel string, perm os.FileMode) (*File, error) {
+	return d.create(rel, perm, false)
+}
+
+// Stream creates the file rel with mode perm for a file read while it is
+// written (a recording's table, a log, a capture): it takes its name at
+// once, by rename from the temporary file, so `tail -f` follows it and a
+// process killed mid-way leaves it under its name.
+func (d *Dir) Stream(rel string, perm os.FileMode) (*File, error) {
+	return d.create(rel, perm, true)
+}
+
+func (d *Dir) create(rel string, perm os.FileMode, now bool) (*File, error) {
 	if d.null {
 		f, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 		return &File{File: f, path: os.DevNull}, err
@@ -48,7 +61,10 @@ func (d *Dir) Create(rel string, perm os.FileMode) (*File, error) {
 			return &os.PathError{Op: "create", Path: f.path, Err: err}
 		}
 		f.File = os.NewFile(uintptr(fd), f.path)
-		return f.File.Chmod(perm)
+		if err := f.File.Chmod(perm); err != nil || !now {
+			return err
+		}
+		return f.rename()
 	})
 	if err != nil {
 		f.Abort()
@@ -73,22 +89,31 @@ func (f *File) Close() error {
 	if f.parent == nil {
 		return err
 	}
-	defer f.parent.Close()
+	defer func() { f.parent.Close(); f.parent = nil }()
+	if f.tmp == "" { // Stream's, named already: what it holds stays
+		return err
+	}
 	if err != nil {
 		f.remove()
 		return err
 	}
-	err = f.as.do(func() error {
-		return unix.Renameat(int(f.parent.Fd()), f.tmp, int(f.parent.Fd()), f.name)
-	})
-	if err != nil {
+	if err = f.as.do(f.rename); err != nil {
 		f.remove()
+	}
+	return err
+}
+
+// rename gives the file its name; on f's thread.
+func (f *File) rename() error {
+	if err := unix.Renameat(int(f.parent.Fd()), f.tmp, int(f.parent.Fd()), f.name); err != nil {
 		return &os.PathError{Op: "rename", Path: f.path, Err: err}
 	}
+	f.tmp = ""
 	return nil
 }
 
-// Abort closes and removes the file: its name is left as it was.
+// Abort closes and removes the file: Create's name is left as it was,
+// Stream's is removed.
 func (f *File) Abort() {
 	if f.File != nil {
 		f.File.Close()
@@ -100,10 +125,13 @@ func (f *File) Abort() {
 	}
 }
 
+// remove unlinks the file: its temporary name, or Stream's final one.
 func (f *File) remove() {
-	if f.tmp != "" {
-		f.as.do(func() error { return unix.Unlinkat(int(f.parent.Fd()), f.tmp, 0) })
+	name := f.tmp
+	if name == "" {
+		name = f.name
 	}
+	f.as.do(func() error { return unix.Unlinkat(int(f.parent.Fd()), name, 0) })
 }
 
 // WriteFile writes data to rel, atomically, with mode perm.

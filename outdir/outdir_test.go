@@ -241,3 +241,46 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestStreamNamedAtOnce: a streamed file has its name while it is
+// written, replacing a planted link by rename; Create's only at Close.
+func TestStreamNamedAtOnce(t *testing.T) {
+	v, content := victim(t)
+	out := t.TempDir()
+	plant(t, v, filepath.Join(out, "sched.csv"))
+	plant(t, v, filepath.Join(out, "meta.json"))
+	d, err := Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	s, err := d.Stream("sched.csv", FilePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := d.Create("meta.json", FilePerm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WriteString("row\n")
+	c.WriteString("{}\n")
+	if b, err := os.ReadFile(filepath.Join(out, "sched.csv")); err != nil || string(b) != "row\n" {
+		t.Errorf("sched.csv while written: %q %v", b, err)
+	}
+	if st, err := os.Lstat(filepath.Join(out, "meta.json")); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("meta.json before Close: %v %v, want the planted link still", st, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(out, "meta.json")); err != nil || string(b) != "{}\n" {
+		t.Errorf("meta.json: %q %v", b, err)
+	}
+	checkVictim(t, v, content)
+	if ents, _ := os.ReadDir(out); len(ents) != 2 {
+		t.Errorf("%d entries in the directory, want 2 (no temporary file left)", len(ents))
+	}
+}

@@ -119,8 +119,8 @@ func trusted(f *os.File, path string, sticky bool) error {
 }
 
 // CreateFile creates the file at path, outside any output directory (a
-// capture given by --pcap, a trace by --perfetto): its directory must
-// exist and be trusted as Open's, or be sticky like /tmp.
+// capture given by --pcap, a trace by --perfetto), as Stream does: its
+// directory must exist and be trusted as Open's, or be sticky like /tmp.
 func CreateFile(path string, perm os.FileMode) (*File, error) {
 	as, err := invokerThread()
 	if err != nil {
@@ -146,5 +146,5 @@ func CreateFile(path string, perm os.FileMode) (*File, error) {
 	}
 	d := &Dir{f: f, path: filepath.Dir(path), as: as}
 	defer d.Close()
-	return d.Create(base, perm)
+	return d.Stream(base, perm)
 }

@@ -3,12 +3,13 @@ package overhead
 import (
 	_ "embed"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // sockcalls is the bpftrace script of the "bpftrace" configuration.
@@ -57,9 +58,10 @@ type Config struct {
 
 // runEnv is what a configuration's tracer needs of one run.
 type runEnv struct {
-	exe        string // brokertrace
-	pid, port  int    // the broker's
-	dir        string // the run's directory
+	exe        string      // brokertrace
+	pid, port  int         // the broker's
+	dir        string      // the run's directory
+	out        *outdir.Dir // the same, opened
 	brokerCPUs string
 }
 
@@ -101,7 +103,7 @@ func configNames(cs []Config) []string {
 // JSON on standard output, kept as meta.json of the run.
 func record(r *runEnv, pid int, extra ...string) *tracerSpec {
 	argv := append([]string{r.exe, "record", "--pid", strconv.Itoa(pid), "--quiet", "--json"}, extra...)
-	return &tracerSpec{argv: argv, stdout: filepath.Join(r.dir, "meta.json"), readyLine: attachedLine}
+	return &tracerSpec{argv: argv, out: r.out, stdout: filepath.Join(r.dir, "meta.json"), readyLine: attachedLine}
 }
 
 // idleRecord traces a nats-server that no client talks to, pinned like the
@@ -143,11 +145,11 @@ func pcapRecord(r *runEnv) (*tracerSpec, error) {
 
 func bpftrace(r *runEnv) (*tracerSpec, error) {
 	script := filepath.Join(r.dir, "sockcalls.bt")
-	if err := os.WriteFile(script, sockcalls, 0o644); err != nil {
+	if err := r.out.WriteFile(filepath.Base(script), sockcalls, outdir.FilePerm); err != nil {
 		return nil, err
 	}
 	out := filepath.Join(r.dir, "bpftrace.txt")
-	return &tracerSpec{argv: []string{"bpftrace", script, strconv.Itoa(r.pid)}, stdout: out, readyFile: out, readyLine: bpftraceReady, outputs: []string{out},
+	return &tracerSpec{argv: []string{"bpftrace", script, strconv.Itoa(r.pid)}, out: r.out, stdout: out, readyFile: out, readyLine: bpftraceReady, outputs: []string{out},
 		drops: bpftraceLost, dropsFile: out}, nil
 }
 

@@ -3,12 +3,12 @@ package overhead
 import (
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -30,8 +30,8 @@ const drain = 60 * time.Second
 // its summary (load.json) and its directory. Each load has a subject (a
 // queue, on a queueing broker) of its own, so that a message one load left
 // behind is never taken for another's.
-func (e *Experiment) runLoad(url, dir string, l loadSpec) (recfile.LoadSummary, string, error) {
-	out := filepath.Join(dir, l.name)
+func (e *Experiment) runLoad(url string, dir *outdir.Dir, l loadSpec) (recfile.LoadSummary, string, error) {
+	out := dir.Join(l.name)
 	args := []string{"-c", e.LoadCPUs, e.Exe, "load", "--url", url, "--size", strconv.Itoa(e.Size),
 		"--rate", strconv.FormatFloat(l.rate, 'g', -1, 64),
 		"--out", out, "--subject", "brokertrace.overhead." + l.name, "--drain", drain.String()}
@@ -45,12 +45,9 @@ func (e *Experiment) runLoad(url, dir string, l loadSpec) (recfile.LoadSummary, 
 		args = append(args, "--warmup", l.warmup.String())
 	}
 	var sum recfile.LoadSummary
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return sum, out, err
-	}
 	cmd := exec.Command("taskset", args...)
 	b, err := cmd.CombinedOutput()
-	_ = os.WriteFile(filepath.Join(out, "load.log"), b, 0o644)
+	_ = dir.WriteFile(filepath.Join(l.name, "load.log"), b, outdir.FilePerm)
 	if err != nil {
 		return sum, out, fmt.Errorf("load %s: %v: %s", l.name, err, b)
 	}

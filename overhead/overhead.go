@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -33,6 +34,9 @@ type Experiment struct {
 	Runs    int
 	Exe     string // the brokertrace executable: tracer and load generator
 	Out     string // directory for overhead.json, the plot and runs/
+	// Dir is Out opened (outdir.Open): every file the experiment writes
+	// itself goes through it.
+	Dir *outdir.Dir
 
 	WarmupCount int           // messages sent as fast as possible first, discarded
 	Count       int           // messages of the saturation load

@@ -3,8 +3,6 @@ package overhead
 import (
 	"image/color"
 	"io"
-	"os"
-	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -13,6 +11,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -54,7 +53,7 @@ func panel(title, ylabel string, names []string, w whiskers) (*plot.Plot, error)
 
 // WritePlot draws throughput (mean, 95% CI over runs) and latency (pooled
 // median, quartiles) per configuration, side by side, as PNG and SVG in dir.
-func WritePlot(dir string, res *recfile.Overhead) error {
+func WritePlot(dir *outdir.Dir, res *recfile.Overhead) error {
 	var names []string
 	var thr, lat whiskers
 	for _, c := range res.Configs {
@@ -86,21 +85,21 @@ func WritePlot(dir string, res *recfile.Overhead) error {
 	draw2(draw.New(svg))
 	img := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))
 	draw2(draw.New(img))
-	if err := writeTo(filepath.Join(dir, PlotSVG), svg); err != nil {
+	if err := writeTo(dir, PlotSVG, svg); err != nil {
 		return err
 	}
-	return writeTo(filepath.Join(dir, PlotPNG), vgimg.PngCanvas{Canvas: img})
+	return writeTo(dir, PlotPNG, vgimg.PngCanvas{Canvas: img})
 }
 
-func writeTo(path string, c interface {
+func writeTo(dir *outdir.Dir, name string, c interface {
 	WriteTo(w io.Writer) (int64, error)
 }) error {
-	f, err := os.Create(path)
+	f, err := dir.Create(name, outdir.FilePerm)
 	if err != nil {
 		return err
 	}
 	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
+		f.Abort()
 		return err
 	}
 	return f.Close()

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -18,10 +19,12 @@ import (
 // It returns the run and the latencies it measured.
 func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, error) {
 	run := recfile.OverheadRun{Config: c.Name, Run: i, Dir: runDir(c, i)}
-	dir := filepath.Join(e.Out, run.Dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	rd, err := e.Dir.Sub(run.Dir)
+	if err != nil {
 		return run, nil, err
 	}
+	defer rd.Close()
+	dir := rd.Path()
 	b, err := e.Broker.start(e.BrokerCPUs)
 	if err != nil {
 		return run, nil, err
@@ -29,7 +32,7 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 	defer b.stop()
 	var t *tracer
 	if c.tracer != nil {
-		spec, err := c.tracer(&runEnv{exe: e.Exe, pid: b.pid, port: b.port, dir: dir, brokerCPUs: e.BrokerCPUs})
+		spec, err := c.tracer(&runEnv{exe: e.Exe, pid: b.pid, port: b.port, dir: dir, out: rd, brokerCPUs: e.BrokerCPUs})
 		if err != nil {
 			return run, nil, err
 		}
@@ -38,7 +41,7 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 		}
 		defer t.kill()
 	}
-	lat, received, err := e.loads(b.url, dir, &run, t)
+	lat, received, err := e.loads(b.url, rd, &run, t)
 	if err != nil {
 		return run, nil, err
 	}
@@ -59,7 +62,7 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 // loads runs the warm-up, the latency load, the CPU phase and the
 // saturation load, fills run's load figures and returns the latencies and
 // the messages received in all. t is the tracer (nil in T).
-func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun, t *tracer) ([]float64, int, error) {
+func (e *Experiment) loads(url string, dir *outdir.Dir, run *recfile.OverheadRun, t *tracer) ([]float64, int, error) {
 	w, _, err := e.runLoad(url, dir, loadSpec{name: "warmup", count: e.WarmupCount})
 	if err != nil {
 		return nil, 0, err
@@ -94,7 +97,7 @@ func (e *Experiment) loads(url, dir string, run *recfile.OverheadRun, t *tracer)
 // exactly its time, the tracer's CPU and, with ProgStats, the in-kernel
 // cost of every BPF program the tracer holds. The tracer's figures are
 // read while it still runs: its programs go when it exits.
-func (e *Experiment) cpuPhase(url, dir string, run *recfile.OverheadRun, t *tracer) (recfile.LoadSummary, error) {
+func (e *Experiment) cpuPhase(url string, dir *outdir.Dir, run *recfile.OverheadRun, t *tracer) (recfile.LoadSummary, error) {
 	spec := loadSpec{name: "cpu", rate: e.CPURate, duration: e.CPUDuration}
 	if t == nil {
 		start := time.Now()

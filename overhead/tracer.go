@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,14 +16,18 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // tracerSpec is how one configuration traces the broker: a child process
 // whose own CPU and memory are measured.
 type tracerSpec struct {
 	argv []string
-	// stdout is the file the child's standard output goes to ("": none).
+	// stdout is the file the child's standard output goes to ("": none),
+	// created in out.
 	stdout string
+	out    *outdir.Dir
 	// readyLine: the child is ready once a line of its standard error
 	// contains it or, when readyFile is set, once that file does.
 	readyLine, readyFile string
@@ -66,7 +71,7 @@ func startTracer(spec tracerSpec, cpus string, timeout time.Duration) (*tracer, 
 	}
 	t := &tracer{spec: spec, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	if spec.stdout != "" {
-		f, err := os.Create(spec.stdout)
+		f, err := spec.out.Stream(filepath.Base(spec.stdout), outdir.FilePerm)
 		if err != nil {
 			return nil, err
 		}

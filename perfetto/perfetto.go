@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
 	"github.com/brokertrace/brokertrace/source"
@@ -65,7 +66,7 @@ type Stats struct {
 // Writer streams a Perfetto trace. Its methods are safe for concurrent use.
 type Writer struct {
 	mu      sync.Mutex
-	f       *os.File
+	f       *outdir.File
 	w       *bufio.Writer
 	path    string
 	pid     int
@@ -95,14 +96,14 @@ var (
 // nil, gets the trace's one-line summary, or its error, when it is
 // finished.
 func Create(path string, pid int, comm string, log io.Writer) (*Writer, error) {
-	f, err := os.Create(path)
+	f, err := outdir.CreateFile(path, outdir.FilePerm)
 	if err != nil {
 		return nil, err
 	}
 	w := &Writer{f: f, w: bufio.NewWriterSize(f, 256<<10), path: path, pid: pid, log: log, threads: map[uint32]*thread{}}
 	w.header(comm)
 	if w.err != nil {
-		f.Close()
+		f.Abort()
 		return nil, w.err
 	}
 	return w, nil

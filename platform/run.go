@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -42,9 +43,12 @@ func Run(ctx context.Context, o Options) (*recfile.Platform, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Join(o.Out, recfile.PlatformSamplesDir), 0o755); err != nil {
+	out, samples, err := openOut(o.Out)
+	if err != nil {
 		return nil, err
 	}
+	defer out.Close()
+	defer samples.Close()
 	p := newPlatform(o.Quick)
 	byExp := map[string]recfile.PlatformProperty{}
 	var errs []error
@@ -53,7 +57,7 @@ func Run(ctx context.Context, o Options) (*recfile.Platform, error) {
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "platform: [%d/%d] %s (%s) … at most %s left\n", i+1, len(specs), s.Name, s.Detects, eta(specs[i:], o.Quick).Round(time.Second))
 		}
-		run, props, res, err := runOne(ctx, s, o, byExp)
+		run, props, res, err := runOne(ctx, s, o, samples, byExp)
 		p.Experiments = append(p.Experiments, run)
 		if err != nil {
 			errs = append(errs, err)
@@ -78,10 +82,24 @@ func Run(ctx context.Context, o Options) (*recfile.Platform, error) {
 	if o.Progress != nil {
 		fmt.Fprintf(o.Progress, "platform: %d experiments in %s\n", len(specs), time.Since(start).Round(100*time.Millisecond))
 	}
-	if err := recfile.WriteJSON(o.Out, recfile.PlatformFile, p); err != nil {
+	if err := recfile.WriteJSON(out, recfile.PlatformFile, p, outdir.FilePerm); err != nil {
 		return p, err
 	}
 	return p, errors.Join(errs...)
+}
+
+// openOut opens the output directory and its samples directory before
+// any experiment runs, so that a path brokertrace must not write through
+// is refused before the minutes of measuring, not after.
+func openOut(path string) (out, samples *outdir.Dir, err error) {
+	if out, err = outdir.Open(path); err != nil {
+		return nil, nil, err
+	}
+	if samples, err = out.Sub(recfile.PlatformSamplesDir); err != nil {
+		out.Close()
+		return nil, nil, err
+	}
+	return out, samples, nil
 }
 
 // eta is the longest the experiments left can take (their time caps).
@@ -113,8 +131,9 @@ func cpuModel() string {
 	return ""
 }
 
-// runOne runs one experiment in a child and analyses its samples.
-func runOne(ctx context.Context, s *Spec, o Options, deps map[string]recfile.PlatformProperty) (recfile.PlatformRun, []recfile.PlatformProperty, *childResult, error) {
+// runOne runs one experiment in a child, analyses its samples and writes
+// them into samples.
+func runOne(ctx context.Context, s *Spec, o Options, samples *outdir.Dir, deps map[string]recfile.PlatformProperty) (recfile.PlatformRun, []recfile.PlatformProperty, *childResult, error) {
 	run := recfile.PlatformRun{Name: s.Name}
 	res, err := runChild(ctx, o.Launch, childRequest{Spec: s, Quick: o.Quick, CPU: o.CPU})
 	if res != nil {
@@ -140,7 +159,7 @@ func runOne(ctx context.Context, s *Spec, o Options, deps map[string]recfile.Pla
 			rows[i].Cluster = &clusters[i]
 		}
 	}
-	if err := recfile.WriteTable(filepath.Join(o.Out, recfile.PlatformSamplesDir), s.Name+".csv", rows); err != nil {
+	if err := recfile.WriteTable(samples, s.Name+".csv", rows); err != nil {
 		return run, nil, res, err
 	}
 	props := []recfile.PlatformProperty{prop}

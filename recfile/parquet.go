@@ -15,11 +15,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/brokertrace/brokertrace/outdir"
 
 	"github.com/parquet-go/parquet-go"
 )
@@ -142,28 +143,26 @@ func pqSchema(name string, header []string) (*parquet.Schema, []pqColumn) {
 // a temporary name and renamed when complete, then the CSV is removed: a
 // crash leaves the CSV (and maybe a stray .NAME.parquet.* file), or both
 // files with the same rows, never a partial table under either name.
-func ConvertParquet(dir, name string) (string, error) {
-	src := filepath.Join(dir, name)
+func ConvertParquet(dir *outdir.Dir, name string) (string, error) {
+	src := dir.Join(name)
 	out := ParquetName(name)
-	tmp, err := os.CreateTemp(dir, "."+out+".*")
+	f, err := dir.Create(out, outdir.FilePerm)
 	if err != nil {
-		return "", err
-	}
-	err = writeParquet(tmp, src, name)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if err2 := tmp.Close(); err == nil {
-		err = err2
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, out))
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
 		return "", fmt.Errorf("%s: converting to Parquet: %w", src, err)
 	}
-	return out, os.Remove(src)
+	err = writeParquet(f, src, name)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = f.Close()
+	} else {
+		f.Abort()
+	}
+	if err != nil {
+		return "", fmt.Errorf("%s: converting to Parquet: %w", src, err)
+	}
+	return out, dir.Remove(name)
 }
 
 // writeParquet streams the CSV file at src into w as Parquet rows.
@@ -262,7 +261,7 @@ func pqValue(c pqColumn, s string, col int) (parquet.Value, error) {
 // meta to Parquet, and names the Parquet files in meta.Files and in its
 // sources' Files. A table it cannot convert stays CSV (still complete and
 // readable) and meta.Warnings says why.
-func ConvertRecording(dir string, meta *Meta) {
+func ConvertRecording(dir *outdir.Dir, meta *Meta) {
 	renamed := map[string]string{}
 	for _, name := range meta.Files {
 		if _, done := renamed[name]; done || !strings.HasSuffix(name, ".csv") {

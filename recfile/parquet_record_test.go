@@ -16,6 +16,7 @@ import (
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -52,8 +53,8 @@ func TestParquetRecording(t *testing.T) {
 	if err := recfile.ReadJSON(b, recfile.MetaFile, &meta); err != nil {
 		t.Fatal(err)
 	}
-	recfile.ConvertRecording(b, &meta)
-	if err := recfile.WriteJSON(b, recfile.MetaFile, &meta); err != nil {
+	recfile.ConvertRecording(openOut(t, b), &meta)
+	if err := recfile.WriteJSON(openOut(t, b), recfile.MetaFile, &meta, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 	ra, rb := strings.Split(string(reportJSON(t, bin, a)), "\n"), strings.Split(string(reportJSON(t, bin, b)), "\n")

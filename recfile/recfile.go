@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // File names inside a recording directory.
@@ -46,7 +48,7 @@ var MessageColumns = Columns[Message]()
 // MessageWriter streams messages.csv. It writes the header row when it is
 // created, so even a recording that saw no message leaves a valid file.
 type MessageWriter struct {
-	f   *os.File
+	f   *outdir.File
 	w   *bufio.Writer
 	buf []byte
 	n   int64
@@ -55,15 +57,15 @@ type MessageWriter struct {
 // CreateMessages creates dir/messages.csv, failing early (before any probe
 // is attached) when the directory cannot be written. extraColumns follow
 // MessageColumns; Write is given their values.
-func CreateMessages(dir string, extraColumns []string) (*MessageWriter, error) {
-	f, err := os.Create(filepath.Join(dir, MessagesFile))
+func CreateMessages(dir *outdir.Dir, extraColumns []string) (*MessageWriter, error) {
+	f, err := dir.Stream(MessagesFile, outdir.FilePerm)
 	if err != nil {
 		return nil, err
 	}
 	mw := &MessageWriter{f: f, w: bufio.NewWriterSize(f, 256<<10)}
 	mw.w.WriteString(strings.Join(slices.Concat(MessageColumns, extraColumns), ",") + "\n")
 	if err := mw.w.Flush(); err != nil {
-		f.Close()
+		f.Abort()
 		return nil, err
 	}
 	return mw, nil
@@ -100,16 +102,18 @@ func appendMessage(b []byte, m *Message) []byte {
 // Rows is the number of rows written.
 func (mw *MessageWriter) Rows() int64 { return mw.n }
 
-// Close flushes and closes the file; the file is complete once it returns nil.
+// Close flushes and closes the file; the file is complete once it
+// returns nil.
 func (mw *MessageWriter) Close() error {
 	err := mw.w.Flush()
 	if err2 := mw.f.Sync(); err == nil {
 		err = err2
 	}
-	if err2 := mw.f.Close(); err == nil {
-		err = err2
+	if err != nil {
+		mw.f.Abort()
+		return err
 	}
-	return err
+	return mw.f.Close()
 }
 
 // ReadMessages reads a messages.csv back into memory.
@@ -139,31 +143,27 @@ func ScanMessages(path string, fn func(*Message) error) error {
 	})
 }
 
-// WriteJSON writes v as indented JSON to dir/name atomically: a reader sees
-// the old file or the whole new one, never a part.
-func WriteJSON(dir, name string, v any) error {
+// WriteJSON writes v as indented JSON to dir/name atomically, with mode
+// perm (outdir.SecretPerm for a file that holds a broker URL): a reader
+// sees the old file or the whole new one, never a part.
+func WriteJSON(dir *outdir.Dir, name string, v any, perm os.FileMode) error {
 	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp, err := os.CreateTemp(dir, "."+name+".*")
+	f, err := dir.Create(name, perm)
 	if err != nil {
 		return err
 	}
-	_, err = tmp.Write(append(data, '\n'))
+	_, err = f.Write(append(data, '\n'))
 	if err == nil {
-		err = tmp.Sync()
-	}
-	if err2 := tmp.Close(); err == nil {
-		err = err2
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), filepath.Join(dir, name))
+		err = f.Sync()
 	}
 	if err != nil {
-		os.Remove(tmp.Name())
+		f.Abort()
+		return err
 	}
-	return err
+	return f.Close()
 }
 
 // ReadJSON reads dir/name into v.

@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	mw, err := CreateMessages(dir, nil)
+	mw, err := CreateMessages(outDir(t, dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 
 func TestEmptyMessagesHasHeader(t *testing.T) {
 	dir := t.TempDir()
-	mw, _ := CreateMessages(dir, nil)
+	mw, _ := CreateMessages(outDir(t, dir), nil)
 	mw.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, MessagesFile))
 	if string(b) != "id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n" {
@@ -52,7 +54,7 @@ func TestEmptyMessagesHasHeader(t *testing.T) {
 }
 
 func TestCreateMessagesUnwritable(t *testing.T) {
-	if _, err := CreateMessages("/proc/version", nil); err == nil {
+	if _, err := outdir.Open("/proc/version"); err == nil {
 		t.Fatal("no error for an unwritable directory")
 	}
 }
@@ -109,7 +111,7 @@ func FuzzMessagesRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id uint64, tIn, lat int64, inTID, outTID uint32, il, ir, ol, or uint16, cp uint32, n int) {
 		n = 1 + n&7
 		dir := t.TempDir()
-		mw, err := CreateMessages(dir, []string{"ctxsw", "note"})
+		mw, err := CreateMessages(outDir(t, dir), []string{"ctxsw", "note"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // A row type declares one CSV file: each exported field with a `csv` tag is
@@ -137,15 +137,15 @@ func needsQuotes(s string) bool {
 // A Table writes one CSV file of rows of T, header first, so that even a
 // file without rows is valid.
 type Table[T any] struct {
-	f   *os.File
+	f   *outdir.File
 	w   *bufio.Writer
 	buf []byte
 	n   int64
 }
 
 // CreateTable creates dir/name and writes its header.
-func CreateTable[T any](dir, name string) (*Table[T], error) {
-	f, err := os.Create(filepath.Join(dir, name))
+func CreateTable[T any](dir *outdir.Dir, name string) (*Table[T], error) {
+	f, err := dir.Stream(name, outdir.FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -165,17 +165,21 @@ func (t *Table[T]) Write(row *T) error {
 // Rows is the number of rows written.
 func (t *Table[T]) Rows() int64 { return t.n }
 
-// Close flushes and closes the file; it is complete once Close returns nil.
+// Close flushes and closes the file; it is complete once Close returns
+// nil.
 func (t *Table[T]) Close() error {
-	err := t.w.Flush()
-	if err2 := t.f.Close(); err == nil {
-		err = err2
+	if err := t.w.Flush(); err != nil {
+		t.f.Abort()
+		return err
 	}
-	return err
+	return t.f.Close()
 }
 
+// Abort closes and removes the file.
+func (t *Table[T]) Abort() { t.f.Abort() }
+
 // WriteTable writes a whole file of rows.
-func WriteTable[T any](dir, name string, rows []T) error {
+func WriteTable[T any](dir *outdir.Dir, name string, rows []T) error {
 	t, err := CreateTable[T](dir, name)
 	if err != nil {
 		return err

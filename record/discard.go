@@ -2,9 +2,8 @@ package record
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -24,60 +23,34 @@ func (d *discardRows) Write(*recfile.Message, []byte) error { d.n++; return nil 
 func (d *discardRows) Rows() int64                          { return d.n }
 func (d *discardRows) Close() error                         { return nil }
 
-// sourceFiles are the files the sources may write into a recording
-// directory.
-var sourceFiles = []string{
-	recfile.SchedFile, recfile.ThreadsFile, recfile.CPUFile, recfile.CPUPerMsgFile,
-	recfile.CPUCoresFile, recfile.PacketsFile, recfile.NetFile, recfile.GSOFile,
-}
-
-// discardDir makes the directory the sources are given under --discard.
-// Sources write their files themselves, by name, into Env.Out; here every
-// such name is a link to /dev/null, so they run exactly as in a recording
-// and nothing reaches a disk. The caller removes the directory at the end,
-// and a test checks that no source wrote a file outside these links.
-func discardDir() (string, error) {
-	dir, err := os.MkdirTemp("", "brokertrace-discard-")
-	if err != nil {
-		return "", err
-	}
-	for _, name := range sourceFiles {
-		if err := os.Symlink(os.DevNull, filepath.Join(dir, name)); err != nil {
-			os.RemoveAll(dir)
-			return "", err
-		}
-	}
-	return dir, nil
-}
-
-// createOutput creates the recording directory and messages.csv, failing
-// before any probe is attached; under Discard it creates neither.
+// createOutput opens the recording directory and creates messages.csv,
+// failing before any probe is attached; under Discard it creates neither,
+// and every file a source creates is /dev/null (outdir.Discard), so the
+// sources run exactly as in a recording and nothing reaches a disk.
 func (r *recorder) createOutput() error {
 	if r.cfg.Discard {
-		dir, err := discardDir()
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrOutput, err)
-		}
-		r.dir, r.mw = dir, &discardRows{}
+		r.out, r.mw = outdir.Discard(), &discardRows{}
 		r.meta.Discard = true
 		r.meta.Files = []string{}
 		return nil
 	}
-	if err := os.MkdirAll(r.cfg.Out, 0o755); err != nil {
-		return fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
-	}
-	mw, err := recfile.CreateMessages(r.cfg.Out, r.columns())
+	out, err := outdir.Open(r.cfg.Out)
 	if err != nil {
+		return fmt.Errorf("%w: %w", ErrOutput, err)
+	}
+	mw, err := recfile.CreateMessages(out, r.columns())
+	if err != nil {
+		out.Close()
 		return fmt.Errorf("%w: %v (choose a writable directory with --out)", ErrOutput, err)
 	}
-	r.dir, r.mw = r.cfg.Out, mw
+	r.out, r.mw = out, mw
 	return nil
 }
 
-// removeScratch removes Discard's scratch directory.
-func (r *recorder) removeScratch() {
-	if r.cfg.Discard && r.dir != "" {
-		os.RemoveAll(r.dir)
+// closeOutput closes the recording directory's descriptor.
+func (r *recorder) closeOutput() {
+	if r.out != nil {
+		r.out.Close()
 	}
 }
 
@@ -88,7 +61,7 @@ func (r *recorder) writeMeta() error {
 		r.meta.Files = []string{}
 		return nil
 	}
-	return recfile.WriteJSON(r.cfg.Out, recfile.MetaFile, &r.meta)
+	return recfile.WriteJSON(r.out, recfile.MetaFile, &r.meta, outdir.FilePerm)
 }
 
 // outDir is the recording directory, "" when nothing was written.

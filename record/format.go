@@ -11,5 +11,5 @@ func (r *recorder) convertFormat() {
 	if r.cfg.Discard || r.cfg.Format != recfile.FormatParquet {
 		return
 	}
-	recfile.ConvertRecording(r.cfg.Out, &r.meta)
+	recfile.ConvertRecording(r.out, &r.meta)
 }

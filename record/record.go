@@ -21,6 +21,7 @@ import (
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -113,7 +114,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := r.createOutput(); err != nil {
 		return nil, err
 	}
-	defer r.removeScratch()
+	defer r.closeOutput()
 	var err error
 	r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
 	if err != nil {
@@ -192,9 +193,8 @@ type recorder struct {
 	cfg  Config
 	meta recfile.Meta
 	mw   rowWriter
-	// dir is the directory the sources write into: Out, or under
-	// Discard a scratch directory whose files all lead to /dev/null.
-	dir string
+	// out is the recording directory, outdir.Discard() under Discard.
+	out *outdir.Dir
 	tr  *sockio.Tracer
 	m   *correlate.Matcher
 
@@ -267,7 +267,7 @@ func (r *recorder) columns() []string {
 // run on this host is left out, and meta.json says why; any other error
 // stops those already started.
 func (r *recorder) startSources() error {
-	env := &source.Env{Target: r.cfg.Target, Out: r.dir, Start: r.meta.StartNs, Window: r.cfg.Window, Timeline: r.tl, MaxInBroker: r.cfg.IDTTL}
+	env := &source.Env{Target: r.cfg.Target, Out: r.out, Start: r.meta.StartNs, Window: r.cfg.Window, Timeline: r.tl, MaxInBroker: r.cfg.IDTTL}
 	env.OnSwitch = r.onSwitch()
 	for _, src := range r.cfg.Sources {
 		err := src.Start(env)

@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -88,13 +87,12 @@ func Generate(dirs []string, opt Options) (*Report, error) {
 		}
 		rep.Runs = append(rep.Runs, r)
 	}
-	if err := os.MkdirAll(filepath.Join(opt.Out, "plots"), 0o755); err != nil {
+	out, err := openOut(opt.Out)
+	if err != nil {
 		return nil, fmt.Errorf("--out %s: %w", opt.Out, unwrapPathErr(err))
 	}
-	if err := os.MkdirAll(filepath.Join(opt.Out, "figures"), 0o755); err != nil {
-		return nil, fmt.Errorf("--out %s: %w", opt.Out, unwrapPathErr(err))
-	}
-	w := &writer{out: opt.Out, maxPoints: opt.MaxPoints, window: opt.Window}
+	defer out.Close()
+	w := &writer{out: out, maxPoints: opt.MaxPoints, window: opt.Window}
 	for _, r := range rep.Runs {
 		prefix := ""
 		if len(rep.Runs) > 1 {
@@ -114,7 +112,7 @@ func Generate(dirs []string, opt Options) (*Report, error) {
 		}
 	}
 	rep.HTML = filepath.Join(opt.Out, "report.html")
-	if err := writeHTML(rep, paramFigs); err != nil {
+	if err := writeHTML(out, rep, paramFigs); err != nil {
 		return nil, err
 	}
 	rep.Files = append(w.files, "report.html")

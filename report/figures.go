@@ -5,14 +5,15 @@ import (
 	"fmt"
 	"image/color"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // writer writes the figures' files into out.
 type writer struct {
-	out       string
+	out       *outdir.Dir
 	maxPoints int
 	window    int
 	files     []string
@@ -21,20 +22,17 @@ type writer struct {
 // dat writes plots/NAME.dat.
 func (w *writer) dat(name string, fn func(io.Writer) error) error {
 	rel := filepath.Join("plots", name+".dat")
-	f, err := os.Create(filepath.Join(w.out, rel))
+	f, err := w.out.Create(rel, outdir.FilePerm)
 	if err != nil {
 		return err
 	}
 	bw := bufio.NewWriterSize(f, 256<<10)
 	err = fn(bw)
-	if err2 := bw.Flush(); err == nil {
-		err = err2
+	if err == nil {
+		err = bw.Flush()
 	}
-	if err2 := f.Close(); err == nil {
-		err = err2
-	}
-	if err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(w.out, rel), err)
+	if err := commit(f, err); err != nil {
+		return fmt.Errorf("%s: %w", w.out.Join(rel), err)
 	}
 	w.files = append(w.files, rel)
 	return nil
@@ -47,7 +45,7 @@ func (w *writer) finish(f *figure) error {
 	if err := f.gp.write(&b, f.name); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(w.out, rel), []byte(b.String()), 0o644); err != nil {
+	if err := w.out.WriteFile(rel, []byte(b.String()), outdir.FilePerm); err != nil {
 		return err
 	}
 	w.files = append(w.files, rel)
@@ -57,6 +55,43 @@ func (w *writer) finish(f *figure) error {
 	}
 	w.files = append(w.files, files...)
 	return nil
+}
+
+// commit gives f its name when err is nil, else discards it, so that a
+// failed write never replaces the file of an earlier report.
+func commit(f *outdir.File, err error) error {
+	if err != nil {
+		f.Abort()
+		return err
+	}
+	return f.Close()
+}
+
+// figureDirs creates plots/ and figures/ in d, so that a page without
+// figures still has the layout it names, and a link planted at either
+// name is refused before anything is drawn.
+func figureDirs(d *outdir.Dir) error {
+	for _, sub := range []string{"plots", "figures"} {
+		s, err := d.Sub(sub)
+		if err != nil {
+			return err
+		}
+		s.Close()
+	}
+	return nil
+}
+
+// openOut opens the page's output directory with its plots/ and figures/.
+func openOut(path string) (*outdir.Dir, error) {
+	d, err := outdir.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := figureDirs(d); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
 }
 
 // runFigures makes every figure the run's data allows, in the order the

@@ -5,8 +5,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"html/template"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +13,7 @@ import (
 	"gonum.org/v1/plot/font"
 
 	"github.com/brokertrace/brokertrace/analysis"
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // The HTML view: everything is computed here, the template only lays out.
@@ -151,7 +150,7 @@ var fontFace = sync.OnceValue(func() string {
 		base64.StdEncoding.EncodeToString(raw.Bytes()) + `) format("truetype"); }`
 })
 
-func writeHTML(rep *Report, paramFigs []*figure) error {
+func writeHTML(d *outdir.Dir, rep *Report, paramFigs []*figure) error {
 	doc := &htmlDoc{Title: "brokertrace report", Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"), FontFace: template.CSS(fontFace())}
 	num := 0
 	figs := func(fs []*figure) []htmlFig {
@@ -207,15 +206,20 @@ func writeHTML(rep *Report, paramFigs []*figure) error {
 		doc.Runs = append(doc.Runs, s)
 	}
 	doc.Files = fmt.Sprintf("%d files in %s (plots/, figures/).", len(rep.Files)+1, rep.Out)
+	if err := writePage(d, "report.html", doc); err != nil {
+		return fmt.Errorf("%s: %w", d.Join("report.html"), unwrapPathErr(err))
+	}
+	return nil
+}
+
+// writePage renders doc into d/name, which takes its name only once the
+// page is whole.
+func writePage(d *outdir.Dir, name string, doc *htmlDoc) error {
 	var buf bytes.Buffer
 	if err := page.Execute(&buf, doc); err != nil {
 		return err
 	}
-	path := filepath.Join(rep.Out, "report.html")
-	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("%s: %w", path, unwrapPathErr(err))
-	}
-	return nil
+	return d.WriteFile(name, buf.Bytes(), outdir.FilePerm)
 }
 
 func contains(xs []string, x string) bool {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/brokertrace/brokertrace/analysis"
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // TestNothingRecognisable: a directory with neither a recording nor a load
@@ -311,5 +312,23 @@ func TestEdgeRuns(t *testing.T) {
 	}
 	if r := rep.Runs[0]; r.E2E != nil || !strings.Contains(strings.Join(r.Notes, "\n"), "20 rows, 20 warm-up, 0 not received") {
 		t.Fatalf("warm-up only: %+v", r.Notes)
+	}
+}
+
+// TestUnsafeOut: a link planted at plots/ in --out is refused with an
+// error wrapping outdir.ErrUnsafe (the command's exit code 2), and
+// nothing is written where it points.
+func TestUnsafeOut(t *testing.T) {
+	ld := filepath.Join(t.TempDir(), "load")
+	synthLoad(t, ld, 1, 200, 1e9, 1e6, 64, func(int) int64 { return 1e5 })
+	out, victim := t.TempDir(), t.TempDir()
+	if err := os.Symlink(victim, filepath.Join(out, "plots")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Generate([]string{ld}, Options{Out: out}); !errors.Is(err, outdir.ErrUnsafe) {
+		t.Fatalf("err = %v, want outdir.ErrUnsafe", err)
+	}
+	if names, _ := os.ReadDir(victim); len(names) > 0 {
+		t.Errorf("%d files written through the link", len(names))
 	}
 }

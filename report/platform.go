@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"fmt"
 	"html/template"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -26,11 +26,11 @@ func Platform(dir string) error {
 	if err := recfile.ReadJSON(dir, recfile.PlatformFile, &p); err != nil {
 		return err
 	}
-	for _, d := range []string{"plots", "figures"} {
-		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
-			return err
-		}
+	out, err := openOut(dir)
+	if err != nil {
+		return err
 	}
+	defer out.Close()
 	doc := &htmlDoc{Title: "brokertrace platform constants", Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		FontFace: template.CSS(fontFace()), Inputs: []string{filepath.Join(dir, recfile.PlatformFile)}}
 	sum := &htmlSection{ID: "properties", Title: "Properties", Facts: platformFacts(&p)}
@@ -42,7 +42,7 @@ func Platform(dir string) error {
 		if q.SamplesFile == "" {
 			continue
 		}
-		f, err := platformCDF(dir, q)
+		f, err := platformCDF(out, q)
 		if err != nil {
 			return err
 		}
@@ -54,11 +54,7 @@ func Platform(dir string) error {
 		doc.Runs = append(doc.Runs, s)
 	}
 	doc.Files = fmt.Sprintf("%d figures in %s (plots/, figures/).", num, dir)
-	var buf bytes.Buffer
-	if err := page.Execute(&buf, doc); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "platform.html"), buf.Bytes(), 0o644)
+	return writePage(out, "platform.html", doc)
 }
 
 func platformFacts(p *recfile.Platform) [][2]string {
@@ -111,9 +107,9 @@ func platformSamples(path string) ([]platformSample, error) {
 }
 
 // platformCDF draws the samples' CDF; with clusters, each cluster in its
-// own colour.
-func platformCDF(dir string, q recfile.PlatformProperty) (*figure, error) {
-	rows, err := platformSamples(filepath.Join(dir, q.SamplesFile))
+// own colour. Its files go to out.
+func platformCDF(out *outdir.Dir, q recfile.PlatformProperty) (*figure, error) {
+	rows, err := platformSamples(out.Join(q.SamplesFile))
 	if err != nil {
 		return nil, err
 	}
@@ -151,17 +147,17 @@ func platformCDF(dir string, q recfile.PlatformProperty) (*figure, error) {
 	f.gp = gnuplot{title: f.title, xlabel: "sample (" + q.SampleUnit + ")", ylabel: "fraction of samples ≤ x",
 		plots: []string{fmt.Sprintf("%s using 1:($3<=0?$2:1/0) with points pt 7 ps 0.4 lc rgb %s title \"samples / low cluster\"", gpString(name+".dat"), gpString(hexColor(colE2E))),
 			fmt.Sprintf("%s using 1:($3==1?$2:1/0) with points pt 7 ps 0.4 lc rgb %s title \"high cluster\"", gpString(name+".dat"), gpString(hexColor(colPeak)))}}
-	if err := os.WriteFile(filepath.Join(dir, "plots", name+".dat"), []byte(dat.String()), 0o644); err != nil {
+	if err := out.WriteFile(filepath.Join("plots", name+".dat"), []byte(dat.String()), outdir.FilePerm); err != nil {
 		return nil, err
 	}
 	var gp bytes.Buffer
 	if err := f.gp.write(&gp, name); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(dir, "plots", name+".gp"), gp.Bytes(), 0o644); err != nil {
+	if err := out.WriteFile(filepath.Join("plots", name+".gp"), gp.Bytes(), outdir.FilePerm); err != nil {
 		return nil, err
 	}
-	if _, err := f.render(dir); err != nil {
+	if _, err := f.render(out); err != nil {
 		return nil, err
 	}
 	return f, nil

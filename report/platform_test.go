@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -35,9 +36,7 @@ func TestPlatformPage(t *testing.T) {
 // its samples in two clusters.
 func platformTestDir(t *testing.T) string {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, recfile.PlatformSamplesDir), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d := testDir(t, dir)
 	lo, hi := int64(0), int64(1)
 	var rows []recfile.PlatformSample
 	for i, v := range []float64{500, 4500, 510, 4400, 490} {
@@ -47,12 +46,12 @@ func platformTestDir(t *testing.T) string {
 		}
 		rows = append(rows, recfile.PlatformSample{Seq: int64(i), Value: v, Cluster: c})
 	}
-	if err := recfile.WriteTable(filepath.Join(dir, recfile.PlatformSamplesDir), "timeslice.csv", rows); err != nil {
+	if err := recfile.WriteTable(d, filepath.Join(recfile.PlatformSamplesDir, "timeslice.csv"), rows); err != nil {
 		t.Fatal(err)
 	}
 	p := recfile.Platform{Properties: []recfile.PlatformProperty{{Name: recfile.PlatformTimeslice, Value: 3950, Unit: "ns", N: 5,
 		Experiment: "timeslice", SamplesFile: filepath.Join(recfile.PlatformSamplesDir, "timeslice.csv"), SampleUnit: "ns", Method: "kmeans2"}}}
-	if err := recfile.WriteJSON(dir, recfile.PlatformFile, &p); err != nil {
+	if err := recfile.WriteJSON(d, recfile.PlatformFile, &p, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 	return dir

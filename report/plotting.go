@@ -6,7 +6,6 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -17,6 +16,8 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // figure is one plot of the report: drawn with gonum/plot into inline SVG
@@ -220,7 +221,7 @@ func decimationNote(n, bucket int) string {
 
 // render draws the figure as SVG (kept for the HTML, and written to
 // figures/NAME.svg) and PNG (figures/NAME.png).
-func (f *figure) render(out string) ([]string, error) {
+func (f *figure) render(out *outdir.Dir) ([]string, error) {
 	if !f.noHeadroom {
 		headroom(f.p)
 	}
@@ -231,7 +232,7 @@ func (f *figure) render(out string) ([]string, error) {
 		return nil, err
 	}
 	svgPath := filepath.Join("figures", f.name+".svg")
-	if err := os.WriteFile(filepath.Join(out, svgPath), buf.Bytes(), 0o644); err != nil {
+	if err := out.WriteFile(svgPath, buf.Bytes(), outdir.FilePerm); err != nil {
 		return nil, err
 	}
 	// In the HTML the figure's caption carries the title: draw it without.
@@ -248,15 +249,12 @@ func (f *figure) render(out string) ([]string, error) {
 	img := vgimg.NewWith(vgimg.UseWH(f.w, f.h), vgimg.UseDPI(110))
 	f.p.Draw(draw.New(img))
 	pngPath := filepath.Join("figures", f.name+".png")
-	pf, err := os.Create(filepath.Join(out, pngPath))
+	pf, err := out.Create(pngPath, outdir.FilePerm)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(pf); err != nil {
-		pf.Close()
-		return nil, err
-	}
-	if err := pf.Close(); err != nil {
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(pf)
+	if err := commit(pf, err); err != nil {
 		return nil, err
 	}
 	return []string{svgPath, pngPath}, nil

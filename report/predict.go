@@ -1,13 +1,10 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -22,11 +20,10 @@ import (
 // predict` beside the measurements (ICPE'14 Figs. 9 and 11-16), with the
 // error per rate; each figure also as plots/NAME.dat + .gp and
 // figures/NAME.svg + .png. It returns the files written, relative to out.
-func PredictPage(p *recfile.Prediction, out string) ([]string, error) {
-	for _, d := range []string{"plots", "figures"} {
-		if err := os.MkdirAll(filepath.Join(out, d), 0o755); err != nil {
-			return nil, err
-		}
+// out is the directory prediction.json was written to, opened once.
+func PredictPage(p *recfile.Prediction, out *outdir.Dir) ([]string, error) {
+	if err := figureDirs(out); err != nil {
+		return nil, err
 	}
 	w := &writer{out: out}
 	var figs []*figure
@@ -274,7 +271,7 @@ func predictShares(bins []recfile.PredictionBin) plotter.XYs {
 }
 
 // predictHTML lays the page out with the report's template.
-func predictHTML(p *recfile.Prediction, out string, figs []*figure) error {
+func predictHTML(p *recfile.Prediction, out *outdir.Dir, figs []*figure) error {
 	doc := &htmlDoc{Title: "brokertrace prediction", Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"), FontFace: template.CSS(fontFace()),
 		Inputs: []string{p.Calibration}}
 	s := &htmlSection{ID: "prediction", Title: "The calibrated model against the measurements", Facts: predictFacts(p)}
@@ -293,11 +290,7 @@ func predictHTML(p *recfile.Prediction, out string, figs []*figure) error {
 	s.Lists = []htmlList{{Title: "Warnings", Class: "warnings", Items: p.Warnings}}
 	doc.Runs = []*htmlSection{s}
 	doc.Files = "prediction.json beside this page; plots/ and figures/."
-	var buf bytes.Buffer
-	if err := page.Execute(&buf, doc); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(out, "prediction.html"), buf.Bytes(), 0o644)
+	return writePage(out, "prediction.html", doc)
 }
 
 func predictFacts(p *recfile.Prediction) [][2]string {

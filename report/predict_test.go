@@ -31,7 +31,7 @@ func predictTestPrediction() *recfile.Prediction {
 // the error table and the goals.
 func TestPredictPage(t *testing.T) {
 	out := t.TempDir()
-	files, err := PredictPage(predictTestPrediction(), out)
+	files, err := PredictPage(predictTestPrediction(), testDir(t, out))
 	if err != nil {
 		t.Fatal(err)
 	}

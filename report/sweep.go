@@ -1,14 +1,12 @@
 package report
 
 import (
-	"bytes"
 	"fmt"
 	"html/template"
 	"image/color"
 	"io"
 	"maps"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,6 +15,7 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -38,13 +37,13 @@ func Sweep(dir string) (*SweepReport, error) {
 	if err := recfile.ReadJSON(dir, recfile.SweepFile, &sw); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", ErrInput, filepath.Join(dir, recfile.SweepFile), err)
 	}
-	for _, sub := range []string{"plots", "figures"} {
-		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
-			return nil, err
-		}
+	out, err := openOut(dir)
+	if err != nil {
+		return nil, err
 	}
+	defer out.Close()
 	done := slices.DeleteFunc(slices.Clone(sw.Steps), func(st recfile.SweepStep) bool { return st.Status != recfile.SweepDone })
-	w := &writer{out: dir, maxPoints: 4000}
+	w := &writer{out: out, maxPoints: 4000}
 	var figs []*figure
 	for _, make := range []func(*writer, []recfile.SweepStep) (*figure, error){
 		sweepThroughputFigure, sweepCPUFigure, sweepCtxswFigure, sweepPacketsFigure, sweepBytesFigure, sweepLatencyFigure,
@@ -64,7 +63,7 @@ func Sweep(dir string) (*SweepReport, error) {
 	for _, f := range figs {
 		rep.Figures = append(rep.Figures, f.name)
 	}
-	if err := sweepHTML(dir, &sw, figs); err != nil {
+	if err := sweepHTML(out, &sw, figs); err != nil {
 		return nil, err
 	}
 	rep.Files = append(w.files, "report.html")
@@ -259,9 +258,9 @@ func sweepAchieved(st *recfile.SweepStep) float64 { return st.RateAchieved }
 
 // sweepHTML writes report.html with the report's page: the sweep's facts,
 // its figures and a table of the steps.
-func sweepHTML(dir string, sw *recfile.Sweep, figs []*figure) error {
+func sweepHTML(out *outdir.Dir, sw *recfile.Sweep, figs []*figure) error {
 	doc := &htmlDoc{Title: "brokertrace sweep", Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
-		FontFace: template.CSS(fontFace()), Inputs: []string{filepath.Join(dir, recfile.SweepFile)}}
+		FontFace: template.CSS(fontFace()), Inputs: []string{out.Join(recfile.SweepFile)}}
 	o := sw.Options
 	s := &htmlSection{ID: "sweep", Title: fmt.Sprintf("Sweep of %s (%s)", o.URL, o.Target)}
 	s.Facts = [][2]string{
@@ -289,11 +288,7 @@ func sweepHTML(dir string, sw *recfile.Sweep, figs []*figure) error {
 	s.Lists = []htmlList{{"Warnings (the sweep's, and each step's recording and load run)", "warnings", warnings}}
 	doc.Runs = []*htmlSection{s}
 	doc.Files = "sweep.json, one directory per step (brokertrace report STEPDIR analyses one), plots/, figures/."
-	var buf bytes.Buffer
-	if err := page.Execute(&buf, doc); err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "report.html"), buf.Bytes(), 0o644)
+	return writePage(out, "report.html", doc)
 }
 
 func sweepTable(sw *recfile.Sweep) htmlTable {

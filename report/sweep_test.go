@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -24,11 +25,7 @@ func sweepSynth(t *testing.T, steps []recfile.SweepStep, n int) string {
 			continue
 		}
 		st.WindowStartNs, st.WindowEndNs = 1e9, 2e9
-		sd := filepath.Join(dir, st.Dir)
-		if err := os.MkdirAll(sd, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		mw, err := recfile.CreateMessages(sd, nil)
+		mw, err := recfile.CreateMessages(testDir(t, filepath.Join(dir, st.Dir)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +46,7 @@ func sweepSynth(t *testing.T, steps []recfile.SweepStep, n int) string {
 		}
 	}
 	sw := recfile.Sweep{Options: recfile.SweepOptions{URL: "nats://x:1", Pattern: "both", Burst: 10, Behind: 0.95}, Steps: steps}
-	if err := recfile.WriteJSON(dir, recfile.SweepFile, &sw); err != nil {
+	if err := recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
 		t.Fatal(err)
 	}
 	return dir

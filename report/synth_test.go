@@ -2,12 +2,11 @@ package report
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -15,27 +14,36 @@ import (
 // clocks of two hosts, very long runs): the same formats record and load
 // write, produced with their own writers where they have them.
 
+// testDir opens dir (creating it) for the writers, as the commands do.
+func testDir(t *testing.T, dir string) *outdir.Dir {
+	t.Helper()
+	d, err := outdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d
+}
+
 // synthLoad writes dir/e2e.csv and dir/load.json: n messages, ids from
 // idBase, sent every gapNs from startNs, each received lat(i) later.
 func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs int64, size int, lat func(i int) int64) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	d := testDir(t, dir)
 	rows := make([]recfile.E2ERow, n)
 	for i := range rows {
 		send := startNs + int64(i)*gapNs
 		recv := send + lat(i)
 		rows[i] = recfile.E2ERow{ID: idBase + uint64(i), TIntended: send, TSend: send, TRecv: &recv}
 	}
-	if err := recfile.WriteTable(dir, recfile.E2EFile, rows); err != nil {
+	if err := recfile.WriteTable(d, recfile.E2EFile, rows); err != nil {
 		t.Fatal(err)
 	}
 	s := recfile.LoadSummary{Options: load.Config{Size: size, Rate: 1e9 / float64(gapNs), Pattern: "regular", Count: n}, Driver: "nats",
 		StartNs: startNs, EndNs: startNs + int64(n)*gapNs + 1e9, FirstID: idBase, Planned: n, Sent: n, Received: n,
 		AskedRate: 1e9 / float64(gapNs), AchievedRate: 1e9 / float64(gapNs)}
 	data, _ := json.Marshal(s)
-	if err := os.WriteFile(filepath.Join(dir, "load.json"), data, 0o644); err != nil {
+	if err := d.WriteFile("load.json", data, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -44,10 +52,8 @@ func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs in
 // dir/meta.json for messages read at tin[i] and written at tout[i].
 func synthRecord(t *testing.T, dir string, ids []uint64, tin, tout []int64) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	mw, err := recfile.CreateMessages(dir, []string{"ctxsw"})
+	d := testDir(t, dir)
+	mw, err := recfile.CreateMessages(d, []string{"ctxsw"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +72,7 @@ func synthRecord(t *testing.T, dir string, ids []uint64, tin, tout []int64) {
 	meta := recfile.Meta{Tool: "brokertrace record", Host: recfile.Host{Hostname: "synth", Kernel: "6.18", Arch: "amd64", CPUs: 2},
 		Target: recfile.Target{PID: 1, Comm: "broker"}, StartNs: lo - 1e6, EndNs: hi + 1e6, WindowNs: 1e8,
 		Sources: map[string]recfile.SourceMeta{}, Rows: int64(len(ids)), Warnings: []string{}}
-	if err := recfile.WriteJSON(dir, recfile.MetaFile, meta); err != nil {
+	if err := recfile.WriteJSON(d, recfile.MetaFile, meta, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 }

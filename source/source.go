@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -22,7 +23,9 @@ import (
 // Env is what a Source knows about the recording it is part of.
 type Env struct {
 	Target *process.Process
-	Out    string // the recording directory
+	// Out is the recording directory: every file a source writes is
+	// created through it (outdir.Discard under --discard).
+	Out *outdir.Dir
 	// Start is CLOCK_MONOTONIC ns when the socket probe went live.
 	Start int64
 	// Window is the length of the windows of the time series (sched.csv,

@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"os"
 	"os/exec"
 	"syscall"
 	"time"
 
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -23,7 +23,7 @@ type broker struct {
 	group *collect.Group
 	cmd   *exec.Cmd
 	done  chan struct{}
-	log   *os.File
+	log   *outdir.File
 	grace time.Duration
 }
 
@@ -31,8 +31,8 @@ type broker struct {
 const serveTimeout = 2 * time.Minute
 
 // startBroker starts o.Command in a fresh cgroup on o.BrokerCPUs, its
-// output in logPath, and waits until o.URL's address accepts connections.
-func startBroker(o recfile.SweepOptions, logPath string, grace time.Duration) (*broker, error) {
+// output in out/broker.log, and waits until o.URL's address accepts connections.
+func startBroker(o recfile.SweepOptions, out *outdir.Dir, grace time.Duration) (*broker, error) {
 	addr, err := dialAddr(o.URL)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func startBroker(o recfile.SweepOptions, logPath string, grace time.Duration) (*
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBroker, err)
 	}
-	log, err := os.Create(logPath)
+	log, err := out.Stream("broker.log", outdir.FilePerm)
 	if err != nil {
 		_ = g.Delete()
 		return nil, err
@@ -65,7 +65,7 @@ func startBroker(o recfile.SweepOptions, logPath string, grace time.Duration) (*
 	go func() { _ = cmd.Wait(); close(b.done) }()
 	if err := b.waitServing(addr); err != nil {
 		b.stop()
-		return nil, fmt.Errorf("%w: %s: %v (its output is in %s)", ErrBroker, o.Command[0], err, logPath)
+		return nil, fmt.Errorf("%w: %s: %v (its output is in %s)", ErrBroker, o.Command[0], err, log.Name())
 	}
 	return b, nil
 }

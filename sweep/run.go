@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // sweeper is one sweep under way.
 type sweeper struct {
 	cfg    Config
+	out    *outdir.Dir
 	sw     *recfile.Sweep
 	broker *broker // run mode
 	prog   *progress
@@ -33,16 +35,18 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return nil, fmt.Errorf("%w: --out %s: %v", ErrConfig, cfg.Out, err)
+	out, err := outdir.Open(cfg.Out)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --out %s: %w", ErrConfig, cfg.Out, err)
 	}
-	sw, err := resume(cfg)
+	defer out.Close()
+	sw, err := resume(cfg, out)
 	if err != nil {
 		return nil, err
 	}
-	s := &sweeper{cfg: cfg, sw: sw}
+	s := &sweeper{cfg: cfg, out: out, sw: sw}
 	if len(cfg.Options.Command) > 0 {
-		b, err := startBroker(cfg.Options, filepath.Join(cfg.Out, "broker.log"), cfg.Grace)
+		b, err := startBroker(cfg.Options, out, cfg.Grace)
 		if err != nil {
 			return nil, err
 		}
@@ -144,12 +148,13 @@ func (s *sweeper) pending() int {
 }
 
 func (s *sweeper) write() error {
-	return recfile.WriteJSON(s.cfg.Out, recfile.SweepFile, s.sw)
+	// The broker's URL may hold credentials.
+	return recfile.WriteJSON(s.out, recfile.SweepFile, s.sw, outdir.SecretPerm)
 }
 
 // resume makes the sweep to run: a fresh one, or the stored one with its
 // complete steps kept.
-func resume(cfg Config) (*recfile.Sweep, error) {
+func resume(cfg Config, out *outdir.Dir) (*recfile.Sweep, error) {
 	fresh := &recfile.Sweep{Tool: "brokertrace", Version: cfg.Version, Host: host(), Options: cfg.Options,
 		StartWall: time.Now().UTC().Format(time.RFC3339), Steps: plan(cfg.Options), Scheduler: collect.SchedSettings(),
 		Broker: "attached (" + cfg.Options.Target + ")", Runs: 1, Warnings: []string{}}
@@ -169,7 +174,7 @@ func resume(cfg Config) (*recfile.Sweep, error) {
 				ErrOptionsDiffer, filepath.Join(cfg.Out, recfile.SweepFile), diff)
 		}
 		for _, st := range old.Steps {
-			if err := os.RemoveAll(stepPath(cfg.Out, &st)); err != nil {
+			if err := out.RemoveAll(st.Dir); err != nil {
 				return nil, err
 			}
 		}

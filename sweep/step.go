@@ -8,12 +8,12 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -30,18 +30,20 @@ const attachedPrefix = "brokertrace: attached"
 // attached first, then the load (pinned to LoadCPUs), then record stopped
 // as by Ctrl-C so that it writes complete files.
 func (s *sweeper) measure(ctx context.Context, st *recfile.SweepStep, runPID int) error {
-	dir := stepPath(s.cfg.Out, st)
-	if err := os.RemoveAll(dir); err != nil {
+	if err := s.out.RemoveAll(st.Dir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	rec, err := s.startRecord(ctx, dir, runPID)
+	stepDir, err := s.out.Sub(st.Dir)
 	if err != nil {
 		return err
 	}
-	loadErr := s.runLoad(ctx, dir, st)
+	defer stepDir.Close()
+	dir := stepDir.Path()
+	rec, err := s.startRecord(ctx, stepDir, runPID)
+	if err != nil {
+		return err
+	}
+	loadErr := s.runLoad(ctx, stepDir, st)
 	var ld recfile.LoadSummary
 	if loadErr != nil && ctx.Err() == nil && recfile.ReadJSON(dir, recfile.LoadJSONFile, &ld) == nil {
 		// A load that ended with an error but wrote its files (a broker
@@ -64,11 +66,12 @@ type child struct {
 	name string
 	cmd  *exec.Cmd
 	done chan struct{}
-	log  *os.File
+	log  *outdir.File
 }
 
-func startChild(name string, argv []string, logPath string, stderr io.Writer) (*child, error) {
-	log, err := os.Create(logPath)
+// startChild starts argv with its output in dir/logName.
+func startChild(name string, argv []string, dir *outdir.Dir, logName string, stderr io.Writer) (*child, error) {
+	log, err := dir.Stream(logName, outdir.FilePerm)
 	if err != nil {
 		return nil, err
 	}
@@ -131,20 +134,19 @@ func tail(path string) string {
 type recording struct{ *child }
 
 // startRecord starts record on the broker and waits until it attached.
-func (s *sweeper) startRecord(ctx context.Context, dir string, runPID int) (*recording, error) {
+func (s *sweeper) startRecord(ctx context.Context, dir *outdir.Dir, runPID int) (*recording, error) {
 	argv := append([]string{s.cfg.Exe, "record"}, s.cfg.recordTarget(runPID)...)
-	argv = append(argv, "--out", dir, "--quiet")
+	argv = append(argv, "--out", dir.Path(), "--quiet")
 	if o := s.cfg.Options; o.LoadCPUs != "" && !hasFlag(o.RecordFlags, "self-cpus") {
 		// brokertrace's own threads beside the load, off the broker's CPUs.
 		argv = append(argv, "--self-cpus", o.LoadCPUs)
 	}
 	argv = append(argv, s.cfg.Options.RecordFlags...)
-	logPath := filepath.Join(dir, "record.log")
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	c, err := startChild("record", argv, logPath, pw)
+	c, err := startChild("record", argv, dir, "record.log", pw)
 	pw.Close()
 	if err != nil {
 		pr.Close()
@@ -186,9 +188,9 @@ func (r *recording) stop() error { return r.interrupt() }
 // runLoad runs the step's load: --step long, its first --warmup marked as
 // warm-up, on a subject of its own so that a message an earlier step left
 // queued in the broker is never taken for this step's.
-func (s *sweeper) runLoad(ctx context.Context, dir string, st *recfile.SweepStep) error {
+func (s *sweeper) runLoad(ctx context.Context, dir *outdir.Dir, st *recfile.SweepStep) error {
 	o := s.cfg.Options
-	argv := []string{s.cfg.Exe, "load", "--url", o.URL, "--out", dir,
+	argv := []string{s.cfg.Exe, "load", "--url", o.URL, "--out", dir.Path(),
 		"--rate", strconv.FormatFloat(st.RateAsked, 'f', -1, 64),
 		"--duration", time.Duration(o.StepNs).String(), "--warmup", time.Duration(o.WarmupNs).String(),
 		"--size", strconv.Itoa(o.Size), "--pattern", st.Pattern,
@@ -199,7 +201,7 @@ func (s *sweeper) runLoad(ctx context.Context, dir string, st *recfile.SweepStep
 	if o.LoadCPUs != "" {
 		argv = append([]string{"taskset", "-c", o.LoadCPUs}, argv...)
 	}
-	c, err := startChild("load", argv, filepath.Join(dir, "load.log"), nil)
+	c, err := startChild("load", argv, dir, "load.log", nil)
 	if err != nil {
 		return err
 	}

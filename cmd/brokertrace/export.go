@@ -17,6 +17,7 @@ import (
 	"github.com/brokertrace/brokertrace/model/jmva"
 	"github.com/brokertrace/brokertrace/model/lqn"
 	"github.com/brokertrace/brokertrace/model/qpme"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -122,12 +123,14 @@ func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
 	if out == "" {
 		out = filepath.Dir(path)
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return withCode(exitFailure, err)
+	d, err := outdir.Open(out)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("--out %s: %w", out, err))
 	}
+	defer d.Close()
 	for _, fm := range f.formats {
-		if err := exportFormat(fm, &cal, os.DirFS(filepath.Dir(path)), out, f, &res); err != nil {
-			if errors.Is(err, errExportInput) {
+		if err := exportFormat(fm, &cal, os.DirFS(filepath.Dir(path)), d, f, &res); err != nil {
+			if errors.Is(err, errExportInput) || errors.Is(err, outdir.ErrUnsafe) {
 				return withCode(exitUsage, err)
 			}
 			return withCode(exitFailure, err)
@@ -182,7 +185,7 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 }
 
 // exportFormat writes one format's files into out.
-func exportFormat(format string, cal *recfile.Calibration, src fs.FS, out string, f exportFlags, res *exportResult) error {
+func exportFormat(format string, cal *recfile.Calibration, src fs.FS, out *outdir.Dir, f exportFlags, res *exportResult) error {
 	var buf bytes.Buffer
 	var extra []qpme.File
 	var name string
@@ -208,11 +211,10 @@ func exportFormat(format string, cal *recfile.Calibration, src fs.FS, out string
 	}
 	files := append([]qpme.File{{Name: name, Data: buf.Bytes()}}, extra...)
 	for _, fl := range files {
-		p := filepath.Join(out, fl.Name)
-		if err := os.WriteFile(p, fl.Data, 0o644); err != nil {
+		if err := out.WriteFile(fl.Name, fl.Data, outdir.FilePerm); err != nil {
 			return err
 		}
-		res.Files = append(res.Files, p)
+		res.Files = append(res.Files, out.Join(fl.Name))
 	}
 	return nil
 }

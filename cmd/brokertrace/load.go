@@ -13,11 +13,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/brokertrace/brokertrace/load"
-	"github.com/brokertrace/brokertrace/marker"
-	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/outdir"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 type loadOptions struct {
@@ -103,9 +105,11 @@ func runLoad(cmd *cobra.Command, o loadOptions) error {
 		return withCode(exitUsage, errors.New("--out is empty: give a directory for e2e.csv and load.json"))
 	}
 	// Check the output directory before sending anything.
-	if err := os.MkdirAll(cfg.Out, 0o755); err != nil {
-		return withCode(exitUsage, fmt.Errorf("--out %s: %v", cfg.Out, err))
+	outDir, err := outdir.Open(cfg.Out)
+	if err != nil {
+		return withCode(exitUsage, fmt.Errorf("--out %s: %w", cfg.Out, err))
 	}
+	defer outDir.Close()
 
 	parent := cmd.Context()
 	if parent == nil {
@@ -136,7 +140,7 @@ func runLoad(cmd *cobra.Command, o loadOptions) error {
 		}
 		return withCode(exitFailure, err)
 	}
-	if werr := res.WriteFiles(cfg.Out); werr != nil {
+	if werr := res.WriteFiles(outDir); werr != nil {
 		return withCode(exitFailure, werr)
 	}
 	out := cmd.OutOrStdout()

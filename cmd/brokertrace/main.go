@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/outdir"
 )
 
 // Exit codes. Scripts rely on them.
@@ -68,7 +69,12 @@ func main() {
 	}
 	fmt.Fprintf(os.Stderr, "brokertrace: %v\n", err)
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case errors.Is(err, outdir.ErrUnsafe):
+		// An output path brokertrace will not write through is a bad
+		// argument, whichever command and step met it.
+		os.Exit(exitUsage)
+	case errors.As(err, &ee):
 		os.Exit(ee.code)
 	}
 	// cobra's own flag and argument errors.

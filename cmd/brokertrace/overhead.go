@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/overhead"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -104,9 +105,10 @@ func runOverhead(f overheadFlags, args []string) error {
 	if err := probes.CheckPrivileges(); err != nil {
 		return withCode(exitNoPriv, err)
 	}
-	if err := os.MkdirAll(e.Out, 0o755); err != nil {
-		return withCode(exitFailure, err)
+	if e.Dir, err = outdir.Open(e.Out); err != nil {
+		return withCode(exitUsage, fmt.Errorf("overhead: --out: %w", err))
 	}
+	defer e.Dir.Close()
 	// Ctrl-C reaches the children of the terminal's process group too: the
 	// run under way fails and cleans up, and the runs so far are written.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -126,10 +128,10 @@ func runOverhead(f overheadFlags, args []string) error {
 
 // writeOverhead writes overhead.json and the plot and prints the table.
 func writeOverhead(e *overhead.Experiment, res *recfile.Overhead, markdown bool) error {
-	if err := recfile.WriteJSON(e.Out, recfile.OverheadFile, res); err != nil {
+	if err := recfile.WriteJSON(e.Dir, recfile.OverheadFile, res, outdir.FilePerm); err != nil {
 		return err
 	}
-	if err := overhead.WritePlot(e.Out, res); err != nil {
+	if err := overhead.WritePlot(e.Dir, res); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "overhead: wrote %s, %s\n", filepath.Join(e.Out, recfile.OverheadFile), filepath.Join(e.Out, overhead.PlotPNG))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/platform"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/report"
@@ -114,13 +115,12 @@ func platformRun(cmd *cobra.Command, args []string, o *platformFlags) error {
 	}
 	p, runErr := platform.Run(ctx, opts)
 	if p == nil {
+		if errors.Is(runErr, outdir.ErrUnsafe) {
+			return withCode(exitUsage, runErr)
+		}
 		return withCode(exitFailure, runErr)
 	}
-	if !o.noReport {
-		if err := report.Platform(o.out); err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: platform.html: %v\n", err)
-		}
-	}
+	htmlErr := platformHTML(cmd.ErrOrStderr(), o)
 	if o.asJSON {
 		enc := json.NewEncoder(cmd.OutOrStdout())
 		enc.SetIndent("", "  ")
@@ -128,10 +128,30 @@ func platformRun(cmd *cobra.Command, args []string, o *platformFlags) error {
 	} else {
 		platformTable(cmd.OutOrStdout(), p, o.out, !o.noReport)
 	}
+	if htmlErr != nil {
+		return withCode(exitUsage, htmlErr)
+	}
 	if runErr != nil {
 		return withCode(exitFailure, runErr)
 	}
 	return err
+}
+
+// platformHTML writes platform.html unless --no-report. Failing to is a
+// warning, since platform.json is written; but a path brokertrace must not
+// write through is returned, for the usage exit code.
+func platformHTML(stderr io.Writer, o *platformFlags) error {
+	if o.noReport {
+		return nil
+	}
+	err := report.Platform(o.out)
+	if errors.Is(err, outdir.ErrUnsafe) {
+		return fmt.Errorf("platform.html: %w", err)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "brokertrace: platform.html: %v\n", err)
+	}
+	return nil
 }
 
 func platformSpecs(paths []string) ([]*platform.Spec, error) {

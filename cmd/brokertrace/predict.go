@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/model/sim"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/predict"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
@@ -83,6 +84,9 @@ docs/predict.md describes the model as simulated.`,
 				return withCode(exitFailure, err)
 			}
 			if err := predictWrite(p, out, noReport); err != nil {
+				if errors.Is(err, outdir.ErrUnsafe) {
+					return withCode(exitUsage, err)
+				}
 				return withCode(exitFailure, err)
 			}
 			if asJSON {
@@ -129,17 +133,22 @@ func predictCheck(opt *predict.Options, demand string) error {
 	return nil
 }
 
+// predictWrite writes prediction.json and, unless noReport, its page into
+// out, opened once: a directory brokertrace must not write into is an
+// error wrapping outdir.ErrUnsafe.
 func predictWrite(p *recfile.Prediction, out string, noReport bool) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
+	d, err := outdir.Open(out)
+	if err != nil {
+		return fmt.Errorf("--out %s: %w", out, err)
 	}
-	if err := recfile.WriteJSON(out, recfile.PredictionFile, p); err != nil {
+	defer d.Close()
+	if err := recfile.WriteJSON(d, recfile.PredictionFile, p, outdir.FilePerm); err != nil {
 		return err
 	}
 	if noReport {
 		return nil
 	}
-	_, err := report.PredictPage(p, out)
+	_, err = report.PredictPage(p, d)
 	return err
 }
 

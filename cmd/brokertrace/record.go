@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/source"
 
 	"github.com/spf13/cobra"
@@ -360,7 +361,7 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 func startProfiles(cpuFile, memFile string) (stop func(), err error) {
 	var stops []func()
 	if cpuFile != "" {
-		f, err := os.Create(cpuFile)
+		f, err := outdir.CreateFile(cpuFile, outdir.FilePerm)
 		if err != nil {
 			return nil, err
 		}
@@ -394,7 +395,7 @@ func startProfiles(cpuFile, memFile string) (stop func(), err error) {
 }
 
 func writeHeap(name string) {
-	f, err := os.Create(name)
+	f, err := outdir.CreateFile(name, outdir.FilePerm)
 	if err != nil {
 		return
 	}

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"path/filepath"
 	"strconv"
 	"sync"
 
@@ -177,7 +176,7 @@ func (s *Source) Finish(*source.Timeline) (source.Result, error) {
 func (s *Source) writeGSO() ([]HistMeta, error) {
 	rows, hists := s.gsoRows()
 	if err := recfile.WriteTable(s.env.Out, recfile.GSOFile, rows); err != nil {
-		return hists, fmt.Errorf("cannot write %s: %w", filepath.Join(s.env.Out, recfile.GSOFile), err)
+		return hists, fmt.Errorf("cannot write %s: %w", s.env.Out.Join(recfile.GSOFile), err)
 	}
 	return hists, nil
 }

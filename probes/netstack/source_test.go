@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -48,7 +49,7 @@ func TestGSOFileUnchanged(t *testing.T) {
 	out.SKBs[1] = 2
 	dir, old := t.TempDir(), t.TempDir()
 	s := &Source{
-		env:       &source.Env{Out: dir},
+		env:       &source.Env{Out: testutil.OutDir(t, dir)},
 		netnsPath: "/nonexistent/ns", // the namespace is gone with the target
 		ifaces:    []net.Interface{{Index: 1_000_001, Name: "eth7"}},
 		hists:     []Hist{in, out},

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokertrace/brokertrace/probes"
 	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/probes"
 )
 
 // BenchmarkSwitch measures what the probe adds to a context switch. Two

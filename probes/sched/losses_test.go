@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/source"
@@ -317,7 +318,7 @@ func finishingSource(t *testing.T, pid int, opts Options) (src *Source, finish f
 		t.Fatal(err)
 	}
 	src = NewSource(opts)
-	env := &source.Env{Target: proc, Out: t.TempDir(), Start: monotime.Now(), Window: time.Second}
+	env := &source.Env{Target: proc, Out: testutil.OutDir(t, t.TempDir()), Start: monotime.Now(), Window: time.Second}
 	if err := src.Start(env); err != nil {
 		t.Fatal(err)
 	}

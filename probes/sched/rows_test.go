@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/csv"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/source"
 )
 
@@ -29,7 +29,7 @@ func TestRowsAsBefore(t *testing.T) {
 		return s
 	}
 	s := &Source{
-		env:     &source.Env{Out: t.TempDir()},
+		env:     &source.Env{Out: testutil.OutDir(t, t.TempDir())},
 		allowed: []int{0, 1},
 		read:    map[uint32]int{10: 7},
 		written: map[uint32]int{10: 5, 12: 1},
@@ -49,7 +49,7 @@ func TestRowsAsBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string][]byte{SchedFile: oldSched(s, tl), ThreadsFile: oldThreads(s, tl, threads)} {
-		got, err := os.ReadFile(filepath.Join(s.env.Out, name))
+		got, err := os.ReadFile(s.env.Out.Join(name))
 		if err != nil {
 			t.Fatal(err)
 		}

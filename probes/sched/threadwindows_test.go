@@ -1,10 +1,10 @@
 package sched
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -17,7 +17,7 @@ import (
 func TestThreadWindows(t *testing.T) {
 	const n = 6
 	tl := source.NewTimeline(time.Second)
-	s := &Source{env: &source.Env{Out: t.TempDir(), Timeline: tl}}
+	s := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}}
 	end := func(k int) int64 { return 1e9 + int64(k)*1e8 }
 	for k := range n {
 		snap := Snapshot{Start: end(k) - 1000, End: end(k), Threads: map[int]ThreadStats{
@@ -43,7 +43,7 @@ func TestThreadWindows(t *testing.T) {
 	if err := s.writeThreadWindows(tl); err != nil {
 		t.Fatal(err)
 	}
-	rows, err := recfile.ReadTable[recfile.ThreadWindowRow](filepath.Join(s.env.Out, recfile.ThreadWindowsFile))
+	rows, err := recfile.ReadTable[recfile.ThreadWindowRow](s.env.Out.Join(recfile.ThreadWindowsFile))
 	if err != nil {
 		t.Fatal(err)
 	}

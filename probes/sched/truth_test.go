@@ -45,7 +45,7 @@ func startSource(t *testing.T, pid int) *Source {
 		t.Fatal(err)
 	}
 	src := NewSource(Options{})
-	env := &source.Env{Target: proc, Out: t.TempDir(), Start: monotime.Now(), Window: time.Second}
+	env := &source.Env{Target: proc, Out: testutil.OutDir(t, t.TempDir()), Start: monotime.Now(), Window: time.Second}
 	if err := src.Start(env); err != nil {
 		t.Fatal(err)
 	}

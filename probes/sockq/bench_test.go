@@ -5,11 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/brokertrace/brokertrace/internal/testutil"
-	"github.com/brokertrace/brokertrace/probes"
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/probes"
 )
 
 // BenchmarkReceive measures what the probe adds to every TCP segment a

@@ -229,7 +229,7 @@ func startLossSource(t *testing.T) *Source {
 		t.Fatal(err)
 	}
 	src := NewSource(SourceOptions{RingSize: os.Getpagesize(), Horizon: lossHorizon})
-	if err := src.Start(&source.Env{Target: proc, Out: t.TempDir(), Start: monotime.Now(), Window: time.Second}); err != nil {
+	if err := src.Start(&source.Env{Target: proc, Out: testutil.OutDir(t, t.TempDir()), Start: monotime.Now(), Window: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = src.Drain() })
