@@ -76,7 +76,9 @@ func startTracer(spec tracerSpec, cpus string, timeout time.Duration) (*tracer, 
 			return nil, err
 		}
 		defer f.Close()
-		t.cmd.Stdout = f
+		// The file itself, not the wrapper: the child writes to it directly
+		// (a wrapper would be fed through a pipe this function closes).
+		t.cmd.Stdout = f.File
 	}
 	stderr, err := t.cmd.StderrPipe()
 	if err != nil {

@@ -54,7 +54,8 @@ func startBroker(o recfile.SweepOptions, out *outdir.Dir, grace time.Duration) (
 		return nil, err
 	}
 	cmd := exec.Command(o.Command[0], o.Command[1:]...)
-	cmd.Stdout, cmd.Stderr = log, log
+	// The file itself, not the wrapper: the child writes to it directly.
+	cmd.Stdout, cmd.Stderr = log.File, log.File
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := g.Start(cmd); err != nil {
 		log.Close()

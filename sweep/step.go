@@ -76,8 +76,9 @@ func startChild(name string, argv []string, dir *outdir.Dir, logName string, std
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stdout = log
-	cmd.Stderr = log
+	// The file itself, not the wrapper: the child writes to it directly.
+	cmd.Stdout = log.File
+	cmd.Stderr = log.File
 	if stderr != nil {
 		cmd.Stderr = stderr
 	}
