@@ -61,15 +61,39 @@ func Open(path string) (*Dir, error) {
 		if err == nil {
 			err = trusted(f, path, false)
 		}
+		if err == nil {
+			err = writable(f, path)
+		}
 		return err
 	})
 	if err != nil {
 		if f != nil {
 			f.Close()
 		}
-		return nil, err
+		return nil, explain(err)
 	}
 	return &Dir{f: f, path: path, as: as}, nil
+}
+
+// writable fails now, before anything is measured, where creating a file
+// in f would fail later: the access check of the thread's file system
+// credentials (AT_EACCESS), the invoker's under sudo.
+func writable(f *os.File, path string) error {
+	if err := unix.Faccessat(int(f.Fd()), ".", unix.W_OK|unix.X_OK, unix.AT_EACCESS); err != nil {
+		return &os.PathError{Op: "write to", Path: path, Err: err}
+	}
+	return nil
+}
+
+// explain adds to a permission error under sudo whose rights were used:
+// writing as root would have worked, and the user may not expect that it
+// was not tried.
+func explain(err error) error {
+	inv, ok := Invoker()
+	if !ok || !errors.Is(err, os.ErrPermission) {
+		return err
+	}
+	return fmt.Errorf("%w (under sudo brokertrace writes as the user who ran it, uid %d: choose a directory they can write to)", err, inv.UID)
 }
 
 // Discard is a Dir that writes nothing: every file created in it is

@@ -233,6 +233,11 @@ func asInvokerChild() {
 		panic("root-only/x: " + errString(err) + ", want permission denied")
 	}
 	println("as the invoker:", err.Error())
+	// An existing directory they may not write to fails at Open, before
+	// anything is measured, not at the first file.
+	if _, err := Open(rootOnly); !errors.Is(err, os.ErrPermission) {
+		panic("root-only: " + errString(err) + ", want permission denied")
+	}
 }
 
 func errString(err error) string {
@@ -284,3 +289,4 @@ func TestStreamNamedAtOnce(t *testing.T) {
 		t.Errorf("%d entries in the directory, want 2 (no temporary file left)", len(ents))
 	}
 }
+

@@ -142,7 +142,7 @@ func CreateFile(path string, perm os.FileMode) (*File, error) {
 		if f != nil {
 			f.Close()
 		}
-		return nil, err
+		return nil, explain(err)
 	}
 	d := &Dir{f: f, path: filepath.Dir(path), as: as}
 	defer d.Close()
