@@ -289,4 +289,3 @@ func TestStreamNamedAtOnce(t *testing.T) {
 		t.Errorf("%d entries in the directory, want 2 (no temporary file left)", len(ents))
 	}
 }
-
