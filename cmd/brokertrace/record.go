@@ -249,13 +249,13 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		live, observers = f.view.StatusWriter(), append(observers, f.view)
 	}
 	if f.Metrics != "" {
-		srv, err := metrics.Listen(f.Metrics)
+		srv, err := metrics.Listen(f.Metrics, metrics.Options{ErrorLog: cmd.ErrOrStderr()})
 		if err != nil {
 			return withCode(exitUsage, fmt.Errorf("record: %w", err))
 		}
 		defer srv.Close()
 		observers = append(observers, srv.Observer(metrics.BrokerOf(proc), metrics.Columns(sources)))
-		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on http://%s/metrics\n", srv.Addr())
+		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on %s\n", srv.URL())
 		if f.Quiet {
 			// The metrics are updated every live interval.
 			interval, live = time.Second, attachedOnly{live}
