@@ -1,16 +1,26 @@
 package metrics
 
 import (
+	"cmp"
+	"fmt"
 	"maps"
 	"math"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/correlate"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
@@ -72,7 +82,7 @@ func only(t *testing.T, mfs map[string]*dto.MetricFamily, name string, want map[
 // out of a scrape in base units, in the right buckets, with every
 // counter as the tick said and every empty field counted.
 func TestExporterSyntheticRecording(t *testing.T) {
-	s, err := Listen("127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +210,7 @@ func checkPayload(t *testing.T, h *dto.Histogram) {
 // BenchmarkMessage is the exporter's cost per row of messages.csv: the
 // latency and three annotated values parsed and observed.
 func BenchmarkMessage(b *testing.B) {
-	s, err := Listen("127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -213,5 +223,151 @@ func BenchmarkMessage(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		m.Latency = int64(10_000 + i%100_000)
 		e.Message(m, extra)
+	}
+}
+
+// shadow is a file brokertrace's user must not read through it.
+const shadow = "root:$6$SECRETSALT$SECRETHASH:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+
+// A web configuration file that is missing or does not parse fails Listen
+// with one line that names it and says what is wrong, and the address is
+// never bound: the check comes before the listener. What is not a web
+// configuration is not quoted (root reads it), and what is not a small
+// regular file is not read.
+func TestListenBadWebConfig(t *testing.T) {
+	dir := t.TempDir()
+	testutil.ServerCert(t, dir)
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ name, path, yaml, says string }{
+		{"missing", "", "", "no such file or directory"},
+		{"not YAML", "", "tls_server_config: [", "yaml: line 1: did not find expected node content"},
+		{"unknown key", "", "tls_server_config:\n  cert_fil: server.pem\n", "not a web configuration: unknown key cert_fil at line 2"},
+		{"shadow", "", shadow, "not a web configuration: a key the format does not have at line 1; a key the format does not have at line 2"},
+		{"a token", "", "SECRETTOKEN0123456789\n", "not a web configuration: a value of the wrong type at line 1"},
+		{"env", "", "password: SECRETPW\nuser: x\n", "unknown key password at line 1; unknown key user at line 2"},
+		{"plain password", "", "basic_auth_users:\n  scraper: hunter2\n", "basic_auth_users: a password is not a bcrypt hash"},
+		{"no key", "", "tls_server_config:\n  cert_file: server.pem\n", "missing one of key or key_file"},
+		{"no such cert", "", "tls_server_config:\n  cert_file: gone.pem\n  key_file: server-key.pem\n", "cert_file " + filepath.Join(dir, "gone.pem") + ": no such file or directory"},
+		{"cert from a device", "", "tls_server_config:\n  cert_file: /dev/zero\n  key_file: server-key.pem\n", "cert_file /dev/zero: not a regular file"},
+		{"a device", "/dev/zero", "", ": not a regular file"},
+		{"a FIFO", fifo, "", ": not a regular file"},
+		{"too big", "", strings.Repeat("# a comment\n", 100000), ": larger than 1048576 bytes"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := cmp.Or(c.path, filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yml"))
+			if c.yaml != "" {
+				if err := os.WriteFile(path, []byte(c.yaml), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t, "127.0.0.1"))
+			s, err := Listen(addr, Options{WebConfigFile: path})
+			if err == nil {
+				s.Close()
+				t.Fatalf("Listen with %s: no error", c.name)
+			}
+			msg := err.Error()
+			if !strings.HasPrefix(msg, "web config "+path+": ") || !strings.Contains(msg, c.says) || strings.ContainsAny(msg, "\n") || strings.Contains(msg, "SECRET") {
+				t.Errorf("error %q: want one line naming %s, saying %q, quoting no SECRET", msg, path, c.says)
+			}
+			t.Log(err)
+			ln, err := net.Listen("tcp", addr)
+			if err != nil {
+				t.Fatalf("%s was bound: %v", addr, err)
+			}
+			ln.Close()
+		})
+	}
+}
+
+// The server serves the web configuration it checked: the user's file,
+// certificate and key replaced after Listen by what does not parse
+// (symlinks pointed elsewhere) change nothing and are not quoted in the
+// error log; the copy is in memory, and Close closes it.
+func TestWebConfigReadOnce(t *testing.T) {
+	dir := t.TempDir()
+	pool := testutil.ServerCert(t, dir)
+	errLog := testutil.NewLineWatcher("")
+	s, err := Listen("127.0.0.1:0", Options{WebConfigFile: writeWebConfig(t, dir, "scraper", "pw"), ErrorLog: errLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "shadow"), []byte(shadow), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"web.yml", testutil.ServerFile, testutil.ServerKeyFile} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("shadow", filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for pw, want := range map[string]int{"": http.StatusUnauthorized, "wrong": http.StatusUnauthorized, "pw": http.StatusOK} {
+		r, _, err := tlsGet(t, pool, s.URL(), "scraper", pw)
+		if err != nil || r.StatusCode != want {
+			t.Errorf("password %q after the swap: %v %v, want %d", pw, r, err, want)
+		}
+	}
+	const memfd = "/memfd:brokertrace-web.yml"
+	if l, err := os.Readlink(s.web.path); err != nil || !strings.HasPrefix(l, memfd) {
+		t.Errorf("the copy %s is %q (%v), want a memfd", s.web.path, l, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := os.Readlink(s.web.path); strings.HasPrefix(l, memfd) {
+		t.Errorf("the copy %s is still open after Close", s.web.path)
+	}
+	if lines := errLog.Lines(); len(lines) != 0 {
+		t.Errorf("error log: %q", lines)
+	}
+}
+
+// get GETs url as user scraper with pass (none when empty) and returns
+// the status.
+func get(t *testing.T, url, pass string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pass != "" {
+		req.SetBasicAuth("scraper", pass)
+	}
+	r, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	return r.StatusCode
+}
+
+// A file with users and no tls_server_config is basic auth over plain
+// HTTP, which the URL says.
+func TestListenBasicAuthOnly(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "web.yml")
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("basic_auth_users:\n  scraper: '"+string(hash)+"'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Listen("127.0.0.1:0", Options{WebConfigFile: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !strings.HasPrefix(s.URL(), "http://") {
+		t.Errorf("URL %s, want http://", s.URL())
+	}
+	for pw, want := range map[string]int{"": http.StatusUnauthorized, "pw": http.StatusOK} {
+		if code := get(t, s.URL(), pw); code != want {
+			t.Errorf("password %q: %d, want %d", pw, code, want)
+		}
 	}
 }

@@ -2,8 +2,12 @@ package metrics
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/url"
@@ -20,9 +24,11 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
@@ -37,10 +43,16 @@ import (
 // promServer is a real prometheus scraping one target every second.
 type promServer struct{ base string }
 
+// scrapeJob is a scrape config of startPrometheus's: job name scraping
+// target, with extra lines (scheme, tls_config…) indented under it.
+func scrapeJob(name, target, extra string) string {
+	return fmt.Sprintf("  - job_name: %s\n    static_configs: [{targets: ['%s']}]\n%s", name, target, extra)
+}
+
 // startPrometheus runs Debian's prometheus with native histograms on,
 // storage in a temp dir and its web API on a free loopback port, and
-// stops it when the test ends.
-func startPrometheus(t *testing.T, target string) *promServer {
+// stops it when the test ends. jobs are its scrape configs (scrapeJob).
+func startPrometheus(t *testing.T, jobs ...string) *promServer {
 	t.Helper()
 	out, err := exec.Command("prometheus", "--version").CombinedOutput()
 	if err != nil {
@@ -51,7 +63,7 @@ func startPrometheus(t *testing.T, target string) *promServer {
 		t.Fatalf("prometheus %q has no native histograms (2.40+ needed)", strings.SplitN(string(out), "\n", 2)[0])
 	}
 	dir := t.TempDir()
-	cfg := fmt.Sprintf("global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n  - job_name: brokertrace\n    static_configs: [{targets: ['%s']}]\n", target)
+	cfg := "global: {scrape_interval: 1s, scrape_timeout: 900ms}\nscrape_configs:\n" + strings.Join(jobs, "")
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +175,7 @@ func TestPrometheusScrapesRecording(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := Listen("127.0.0.1:0")
+	srv, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +184,7 @@ func TestPrometheusScrapesRecording(t *testing.T) {
 		capture.NewSource(capture.SourceOptions{}), sockq.NewSource(sockq.SourceOptions{})}
 	obs := srv.Observer(BrokerOf(proc), Columns(sources))
 	ticks := &tickKeeper{}
-	prom := startPrometheus(t, srv.Addr())
+	prom := startPrometheus(t, scrapeJob("brokertrace", srv.Addr(), ""))
 
 	dir := t.TempDir()
 	ctx, stop := context.WithCancel(context.Background())
@@ -402,5 +414,151 @@ func checkClassic(t *testing.T, srv *Server, lat []int64) {
 		if b.GetCumulativeCount() != want {
 			t.Errorf("classic le %g: %d, messages.csv %d", b.GetUpperBound(), b.GetCumulativeCount(), want)
 		}
+	}
+}
+
+// writeWebConfig writes dir/web.yml: HTTPS with testutil.ServerCert's
+// certificate (its files named relative to web.yml, as the toolkit
+// resolves them) and user let in with pass, bcrypt-hashed.
+func writeWebConfig(t *testing.T, dir, user, pass string) string {
+	t.Helper()
+	hash, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := fmt.Sprintf("tls_server_config:\n  cert_file: %s\n  key_file: %s\nbasic_auth_users:\n  %s: '%s'\n",
+		testutil.ServerFile, testutil.ServerKeyFile, user, hash)
+	path := filepath.Join(dir, "web.yml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The exporter behind --web.config.file's TLS and basic auth, against Go's
+// own client and Debian's real prometheus: plain HTTP, a client that does
+// not trust the CA, no or wrong credentials get no metrics; the right ones
+// get the value fed in, and so does a Prometheus given the CA and the
+// password, while its job with a wrong password is down.
+func TestPrometheusScrapesTLS(t *testing.T) {
+	testutil.RequireTools(t, "prometheus")
+	dir := t.TempDir()
+	pool := testutil.ServerCert(t, dir)
+	const user, pass = "scraper", "correct horse battery staple"
+	errLog := testutil.NewLineWatcher("")
+	srv, err := Listen("127.0.0.1:0", Options{WebConfigFile: writeWebConfig(t, dir, user, pass), ErrorLog: errLog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if want := "https://" + srv.Addr() + "/metrics"; srv.URL() != want {
+		t.Errorf("URL %s, want %s", srv.URL(), want)
+	}
+	const pid, messages = 4242, 1234
+	srv.Observer(Broker{Comm: "nats-server", PID: pid}, nil).Tick(&record.Tick{Counts: correlate.Counts{Messages: messages}})
+
+	checkRefused(t, srv, pool, user, pass)
+	checkServedTLS(t, srv, pool, user, pass, pid, messages)
+	// Go's server logged the plain-HTTP request; the toolkit's own
+	// informational lines are left out.
+	waitFor(t, 5*time.Second, "the plain-HTTP request in the error log", func() bool {
+		return strings.Contains(strings.Join(errLog.Lines(), "\n"), "client sent an HTTP request to an HTTPS server")
+	})
+	for _, l := range errLog.Lines() {
+		if !strings.Contains(l, "level=ERROR") {
+			t.Errorf("error log has %q", l)
+		}
+	}
+
+	tlsJob := func(pass string) string {
+		return fmt.Sprintf("    scheme: https\n    tls_config: {ca_file: '%s', server_name: '127.0.0.1', insecure_skip_verify: false}\n"+
+			"    basic_auth: {username: '%s', password: '%s'}\n", filepath.Join(dir, testutil.CAFile), user, pass)
+	}
+	prom := startPrometheus(t, scrapeJob("tls", srv.Addr(), tlsJob(pass)), scrapeJob("wrongpass", srv.Addr(), tlsJob(pass+"!")))
+	waitFor(t, 20*time.Second, "both jobs scraped, the right one up", func() bool {
+		return len(prom.query(t, "up")) == 2 && prom.one(t, `up{job="tls"}`) == 1
+	})
+	if up := prom.one(t, `up{job="wrongpass"}`); up != 0 {
+		t.Errorf(`up{job="wrongpass"} = %v, want 0: a wrong password scraped`, up)
+	}
+	// one fails unless the series is the "tls" job's alone.
+	q := fmt.Sprintf(`brokertrace_messages_in_total{comm="nats-server",pid="%d"}`, pid)
+	if v := prom.one(t, q); v != messages {
+		t.Errorf("%s = %v, want %d", q, v, messages)
+	}
+	if s := prom.query(t, q); len(s) == 1 && s[0].labels["job"] != "tls" {
+		t.Errorf("%s from job %q, want tls", q, s[0].labels["job"])
+	}
+}
+
+// tlsGet GETs url with a client that trusts pool alone and, unless user
+// is empty, sends basic auth. The body is read before it returns.
+func tlsGet(t *testing.T, pool *x509.CertPool, url, user, pass string) (*http.Response, string, error) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if user != "" {
+		req.SetBasicAuth(user, pass)
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	defer tr.CloseIdleConnections()
+	r, err := (&http.Client{Transport: tr, Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return nil, "", err
+	}
+	defer r.Body.Close()
+	body, err := io.ReadAll(r.Body)
+	return r, string(body), err
+}
+
+// checkRefused: plain HTTP gets the TLS server's 400 (or no connection),
+// a client trusting only the system's CAs refuses the certificate, and no
+// credentials, a wrong password or an unknown user get 401.
+func checkRefused(t *testing.T, srv *Server, pool *x509.CertPool, user, pass string) {
+	t.Helper()
+	if r, err := http.Get("http://" + srv.Addr() + "/metrics"); err == nil {
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		if r.StatusCode != http.StatusBadRequest || strings.Contains(string(body), "brokertrace_") {
+			t.Errorf("plain HTTP: %s, want 400 and no metrics: %.200s", r.Status, body)
+		}
+	}
+	_, _, err := tlsGet(t, nil, srv.URL(), user, pass)
+	if !errors.As(err, new(x509.UnknownAuthorityError)) {
+		t.Errorf("a client without the CA: %v, want an unknown authority", err)
+	}
+	for _, c := range [][2]string{{"", ""}, {user, pass + "!"}, {user + "x", pass}} {
+		r, body, err := tlsGet(t, pool, srv.URL(), c[0], c[1])
+		if err != nil {
+			t.Fatalf("HTTPS as %q: %v", c[0], err)
+		}
+		if r.StatusCode != http.StatusUnauthorized || r.Header.Get("WWW-Authenticate") != "Basic" || strings.Contains(body, "brokertrace_") {
+			t.Errorf("HTTPS as %q with password %q: %s, WWW-Authenticate %q; want 401, Basic, no metrics",
+				c[0], c[1], r.Status, r.Header.Get("WWW-Authenticate"))
+		}
+	}
+}
+
+// checkServedTLS: the right credentials get, over TLS with the test's
+// certificate, the text format with the value fed in.
+func checkServedTLS(t *testing.T, srv *Server, pool *x509.CertPool, user, pass string, pid int, messages float64) {
+	t.Helper()
+	r, body, err := tlsGet(t, pool, srv.URL(), user, pass)
+	if err != nil || r.StatusCode != http.StatusOK {
+		t.Fatalf("HTTPS with the password: %v %v", err, r)
+	}
+	if r.TLS == nil || len(r.TLS.PeerCertificates) == 0 || r.TLS.PeerCertificates[0].Issuer.CommonName != testutil.CAName {
+		t.Errorf("TLS state %+v: want a certificate of the test's CA", r.TLS)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := only(t, mfs, "brokertrace_messages_in_total", map[string]string{"comm": "nats-server", "pid": strconv.Itoa(pid)})
+	if v := got.GetCounter().GetValue(); v != messages {
+		t.Errorf("brokertrace_messages_in_total = %v over HTTPS, want %v", v, messages)
 	}
 }

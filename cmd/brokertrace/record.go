@@ -49,6 +49,7 @@ type recordFlags struct {
 	IDTTL     time.Duration `json:"id_ttl_ns"`
 	Format    string        `json:"format"`
 	Metrics   string        `json:"metrics,omitempty"`
+	WebConfig string        `json:"web_config_file,omitempty"`
 	Perfetto  string        `json:"perfetto,omitempty"`
 	// Profiles of brokertrace itself (hidden flags).
 	CPUProfile string `json:"-"`
@@ -77,6 +78,7 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.StringVar(&f.SelfCPUs, "self-cpus", "", "run brokertrace's own threads only on these CPUs (list: 1 or 0-3,6), e.g. off the broker's; default: any")
 	fl.StringVar(&f.Format, "format", recfile.FormatCSV, "format of the tables: csv, or parquet (typed columns, for DuckDB, Spark or pandas; written as CSV, then converted when the recording ends); report reads both")
 	fl.StringVar(&f.Metrics, "metrics", "", "serve Prometheus metrics on this address while recording (:9464 or 127.0.0.1:9464; empty: off): latency, context switches, CPU, socket-queue wait and packet sizes as native histograms, every loss counter (docs/metrics.md)")
+	fl.StringVar(&f.WebConfig, "web.config.file", "", "serve --metrics with TLS and/or basic auth as this Prometheus web configuration file says (node_exporter's format: tls_server_config, basic_auth_users with bcrypt hashes; empty: plain HTTP, open to all who reach the address)")
 	fl.StringVar(&f.Perfetto, "perfetto", "", "also write a Perfetto trace to this file (open it at ui.perfetto.dev): the broker's threads with their on-CPU stints and switch reasons, the socket calls that carried markers, one flow per message from its read to each write")
 	fl.DurationVar(&f.IDTTL, "id-ttl", record.DefaultIDTTL, "forget a message read that has no copy written after this long (counted as expired; a later copy counted as late), so memory stays bounded however long the recording; 0: never")
 	fl.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of brokertrace itself to this file")
@@ -115,6 +117,9 @@ on stderr, then a status line every second.`,
 
   # Prometheus metrics on port 9464 while recording (scrape /metrics)
   sudo brokertrace record --port 4222 --metrics :9464
+
+  # The same over HTTPS with basic auth, as web.yml says (docs/metrics.md)
+  sudo brokertrace record --port 4222 --metrics :9464 --web.config.file web.yml
 
   # Tables as Parquet (messages.parquet, sched.parquet…) for DuckDB or pandas
   sudo brokertrace record --port 4222 --format parquet --out nats-pq
@@ -206,6 +211,22 @@ func checkRecordFlags(f recordFlags) error {
 	if f.Format != "" && !slices.Contains(recfile.Formats, f.Format) {
 		return withCode(exitUsage, fmt.Errorf("record: --format must be one of %s, not %q", strings.Join(recfile.Formats, ", "), f.Format))
 	}
+	return checkWebConfig(f)
+}
+
+// checkWebConfig reads --web.config.file before anything starts (run's
+// broker, the probes), so that a missing or broken file is a usage error
+// and not a recording without its metrics.
+func checkWebConfig(f recordFlags) error {
+	if f.WebConfig == "" {
+		return nil
+	}
+	if f.Metrics == "" {
+		return withCode(exitUsage, errors.New("record: --web.config.file secures --metrics; give --metrics ADDR too"))
+	}
+	if _, err := metrics.CheckWebConfig(f.WebConfig); err != nil {
+		return withCode(exitUsage, fmt.Errorf("record: --web.config.file: %w", err))
+	}
 	return nil
 }
 
@@ -250,13 +271,13 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		live, observers = f.view.StatusWriter(), append(observers, f.view)
 	}
 	if f.Metrics != "" {
-		srv, err := metrics.Listen(f.Metrics)
+		srv, err := metrics.Listen(f.Metrics, metrics.Options{WebConfigFile: f.WebConfig, ErrorLog: cmd.ErrOrStderr()})
 		if err != nil {
 			return withCode(exitUsage, fmt.Errorf("record: %w", err))
 		}
 		defer srv.Close()
 		observers = append(observers, srv.Observer(metrics.BrokerOf(proc), metrics.Columns(sources)))
-		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on http://%s/metrics\n", srv.Addr())
+		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on %s\n", srv.URL())
 		if f.Quiet {
 			// The metrics are updated every live interval.
 			interval, live = time.Second, attachedOnly{live}
