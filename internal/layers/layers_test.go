@@ -22,6 +22,7 @@ var layer = map[string]int{
 	"monotime": 0,
 	"marker":   0,
 	"kernfs":   0, // tracefs and debugfs: found, or mounted
+	"privs":    0, // capabilities: read, dropped on every thread
 
 	"events":    1,
 	"correlate": 2, // events → per-message records
