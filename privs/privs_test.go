@@ -181,3 +181,42 @@ func TestWithEffective(t *testing.T) {
 		t.Fatalf("effective inside %s, after %s", inside.Effective, after.Effective)
 	}
 }
+
+// TestNeeded: each need keeps the fewest capabilities that let its check
+// pass, and says why.
+func TestNeeded(t *testing.T) {
+	testutil.RequireRoot(t, "cuts its effective set")
+	dir := t.TempDir()
+	closed := filepath.Join(dir, "closed")
+	if err := os.WriteFile(closed, nil, 0); err != nil {
+		t.Fatal(err)
+	}
+	theirs := filepath.Join(dir, "theirs")
+	if err := os.Mkdir(theirs, 0o755); err != nil || os.Chown(theirs, 65534, 65534) != nil {
+		t.Fatal("cannot make a directory of nobody's")
+	}
+	open := func() error {
+		f, err := os.Open(closed)
+		if err == nil {
+			f.Close()
+		}
+		return err
+	}
+	got := Needed([]Need{
+		{Caps: []Cap{CAP_SYS_PTRACE, CAP_DAC_OVERRIDE, CAP_FOWNER}, Why: "open it", Check: open},
+		{Caps: []Cap{CAP_KILL}, Why: "always"},
+		{Caps: []Cap{CAP_SYS_ADMIN}, Why: "passes", Check: func() error { return nil }},
+		{Caps: []Cap{CAP_SYS_ADMIN}, Why: "never", Check: func() error { return unix.EPERM }},
+		{Caps: []Cap{CAP_DAC_OVERRIDE}, Why: "write theirs", Check: func() error { return Writable(theirs) }},
+	})
+	want := map[Cap]string{CAP_DAC_OVERRIDE: "open it; write theirs", CAP_KILL: "always"}
+	if len(got) != len(want) || got[CAP_DAC_OVERRIDE] != want[CAP_DAC_OVERRIDE] || got[CAP_KILL] != want[CAP_KILL] {
+		t.Fatalf("Needed: %v, want %v", got, want)
+	}
+	if err := WithEffective(0, func() error { return Writable(theirs) }); !errors.Is(err, unix.EACCES) {
+		t.Fatalf("nobody's directory is writable without CAP_DAC_OVERRIDE: %v", err)
+	}
+	if err := WithEffective(0, func() error { return Writable(dir) }); err != nil {
+		t.Fatalf("root's own directory: %v", err)
+	}
+}
