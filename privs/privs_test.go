@@ -220,3 +220,11 @@ func TestNeeded(t *testing.T) {
 		t.Fatalf("root's own directory: %v", err)
 	}
 }
+
+// TestCgoRefused: AllThreadsSyscall's ENOTSUP (a binary with cgo) is
+// ErrCgo, which says how to build instead.
+func TestCgoRefused(t *testing.T) {
+	if err := allThreadsErr("capset", unix.ENOTSUP); !errors.Is(err, ErrCgo) || !strings.Contains(err.Error(), "CGO_ENABLED=0") {
+		t.Fatalf("%v", err)
+	}
+}

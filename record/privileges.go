@@ -157,14 +157,24 @@ func (r *recorder) notAttached() {
 	}
 }
 
-// privileges is meta.json's privileges; a drop that failed is a warning.
+// privileges is meta.json's privileges.
 func (r *recorder) privileges() recfile.Privileges {
 	if r.priv == nil {
 		return keptPrivileges(&r.cfg)
 	}
-	m := r.priv.meta()
-	if m.DroppedNs == 0 && m.NotDropped != "" {
-		r.warn("capabilities: %s", m.NotDropped)
+	return r.priv.meta()
+}
+
+// privNote says, among the notes after the attached line, that the drop
+// failed: the recording goes on with every capability.
+func (r *recorder) privNote() []string {
+	if r.priv == nil {
+		return nil
 	}
-	return m
+	r.priv.mu.Lock()
+	defer r.priv.mu.Unlock()
+	if r.priv.err == nil {
+		return nil
+	}
+	return []string{"capabilities not dropped: " + r.priv.err.Error()}
 }

@@ -161,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; %s\n",
 			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), to)
 	}
-	r.notes = r.probeNotes()
+	r.notes = append(r.probeNotes(), r.privNote()...)
 	for _, n := range r.notes {
 		if cfg.Live != nil {
 			fmt.Fprintln(cfg.Live, NotePrefix+n)
