@@ -12,14 +12,15 @@ import (
 
 // MapAccessNeed is what every probe goes on doing once attached — reading
 // its counters and maps, updating the ports sockq watches — as a
-// privs.Need. Kernels before 6.5 with kernel.unprivileged_bpf_disabled set
+// privs.Need. Kernels before 5.19 with kernel.unprivileged_bpf_disabled set
 // (most distributions' default) refuse every bpf(2) call without CAP_BPF
 // (CAP_SYS_ADMIN before 5.8), not only loading; later ones refuse loading
-// and creating maps only.
+// and creating maps only (the kernel matrix: Debian's 5.10 keeps CAP_BPF,
+// its 6.1 does not).
 func MapAccessNeed() privs.Need {
 	return privs.Need{
 		Caps:  []privs.Cap{privs.CAP_BPF, privs.CAP_SYS_ADMIN},
-		Why:   "reading the probes' counters and maps (bpf(2)): this kernel refuses every bpf() call without it (kernel.unprivileged_bpf_disabled, before Linux 6.5)",
+		Why:   "reading the probes' counters and maps (bpf(2)): this kernel refuses every bpf() call without it (kernel.unprivileged_bpf_disabled, before Linux 5.19)",
 		Check: checkMapAccess,
 	}
 }

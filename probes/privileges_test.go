@@ -13,7 +13,7 @@ import (
 )
 
 // TestMapAccessNeed: with no capability left, bpf(2) on a map is refused
-// exactly where the kernel gates every bpf() call — before Linux 6.5 with
+// exactly where the kernel gates every bpf() call — before Linux 5.19 with
 // kernel.unprivileged_bpf_disabled set — and CAP_BPF is then enough.
 func TestMapAccessNeed(t *testing.T) {
 	testutil.RequireRoot(t, "cuts its effective set")
@@ -25,7 +25,7 @@ func TestMapAccessNeed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gated := strings.TrimSpace(string(b)) != "0" && (major < 6 || major == 6 && minor < 5)
+	gated := strings.TrimSpace(string(b)) != "0" && (major < 5 || major == 5 && minor < 19)
 	need := MapAccessNeed()
 	err = privs.WithEffective(0, need.Check)
 	if (err != nil) != gated {
