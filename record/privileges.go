@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -123,12 +124,20 @@ func keptPrivileges(cfg *Config) recfile.Privileges {
 // its caller say.
 func (r *recorder) needs() []privs.Need {
 	needs := []privs.Need{probes.MapAccessNeed()}
-	if !r.cfg.Discard {
+	if r.cfg.Discard {
+		// Removing the scratch directory writes its parent.
+		tmp := filepath.Dir(r.dir)
+		needs = append(needs, privs.Need{
+			Caps:  []privs.Cap{privs.CAP_DAC_OVERRIDE},
+			Why:   "removing --discard's scratch directory from " + tmp + ", which root may not write by its mode",
+			Check: func() error { return privs.Writable(tmp) },
+		})
+	} else {
 		out := r.cfg.Out
 		needs = append(needs, privs.Need{
 			Caps:  []privs.Cap{privs.CAP_DAC_OVERRIDE},
 			Why:   "writing the recording into " + out + ", which root may not write by its mode",
-			Check: func() error { return privs.Writable(out) },
+			Check: func() error { return writableDir(out) },
 		})
 	}
 	for _, s := range r.running {
@@ -137,6 +146,26 @@ func (r *recorder) needs() []privs.Need {
 		}
 	}
 	return append(needs, r.cfg.Needs...)
+}
+
+// writableDir checks that the files of a recording can be created in dir,
+// and those already there (an earlier recording's) rewritten.
+func writableDir(dir string) error {
+	if err := privs.Writable(dir); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if e.Type().IsRegular() {
+			if err := privs.Writable(filepath.Join(dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // attached drops the capabilities, or counts the recording in for a drop
