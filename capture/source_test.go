@@ -155,7 +155,7 @@ func TestRecordNATS(t *testing.T) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: rec, Window: 50 * time.Millisecond, Live: w,
+		res, err = record.Run(ctx, record.Config{KeepPrivileges: true, Target: proc, Out: rec, Window: 50 * time.Millisecond, Live: w,
 			Sources: []source.Source{NewSource(SourceOptions{PcapPath: pcap}), netstack.NewSource()}})
 		done <- err
 	}()
@@ -333,7 +333,7 @@ func TestIfaceBadInput(t *testing.T) {
 		t.Fatalf("Start: %v, want one line starting %q", err, want)
 	}
 	// Through a recording: the command fails with the source's name.
-	_, err = record.Run(context.Background(), record.Config{Target: proc, Out: t.TempDir(), Duration: time.Second,
+	_, err = record.Run(context.Background(), record.Config{KeepPrivileges: true, Target: proc, Out: t.TempDir(), Duration: time.Second,
 		Sources: []source.Source{NewSource(SourceOptions{Ifaces: []string{"nosuch0"}})}})
 	if err == nil || !strings.HasPrefix(err.Error(), "capture: "+want) {
 		t.Fatalf("record: %v", err)
@@ -397,7 +397,7 @@ func TestUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	_, err = record.Run(context.Background(), record.Config{Target: proc, Out: dir, Duration: 300 * time.Millisecond,
+	_, err = record.Run(context.Background(), record.Config{KeepPrivileges: true, Target: proc, Out: dir, Duration: 300 * time.Millisecond,
 		Sources: []source.Source{NewSource(SourceOptions{}), netstack.NewSource()}})
 	if err != nil {
 		t.Fatal(err)

@@ -194,7 +194,7 @@ func TestPrometheusScrapesRecording(t *testing.T) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: sources, Live: live,
+		res, err = record.Run(ctx, record.Config{KeepPrivileges: true, Target: proc, Out: dir, Sources: sources, Live: live,
 			LiveInterval: 200 * time.Millisecond, Observers: []record.Observer{obs, ticks}})
 		done <- err
 	}()

@@ -62,7 +62,7 @@ func recordNATS(t *testing.T) *recorded {
 	live := testutil.NewAttachedWatcher()
 	done := make(chan error, 1)
 	go func() {
-		_, err := record.Run(ctx, record.Config{Target: proc, SelectedBy: "pid", Out: dir, Live: live, LiveInterval: time.Second,
+		_, err := record.Run(ctx, record.Config{KeepPrivileges: true, Target: proc, SelectedBy: "pid", Out: dir, Live: live, LiveInterval: time.Second,
 			Sources: []source.Source{sched.NewSource(sched.Options{})}, Observers: []record.Observer{pf}})
 		done <- err
 	}()

@@ -81,6 +81,14 @@ type PortWatch struct {
 // NewPortWatch returns a PortWatch for pid.
 func NewPortWatch(pid int) *PortWatch { return &PortWatch{pid: pid} }
 
+// CheckFiles reads the process's descriptors as Ports does when the
+// namespace's listeners change, and returns the error it would meet: a
+// check of whether the calling thread's credentials may.
+func (w *PortWatch) CheckFiles() error {
+	_, err := socketInodes(w.pid)
+	return err
+}
+
 // Ports returns the ports the process listens on now (IPv4 and IPv6),
 // sorted. An error for a process that exited matches os.ErrNotExist.
 func (w *PortWatch) Ports() ([]uint16, error) {
@@ -142,8 +150,14 @@ func socketInodes(pid int) (map[uint64]bool, error) {
 	inodes := map[uint64]bool{}
 	for _, e := range ents {
 		link, err := os.Readlink(filepath.Join(dir, e.Name()))
-		if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
 			continue // closed meanwhile
+		}
+		if err != nil {
+			// Refused (no right to the process's files, e.g. once
+			// capabilities are dropped): an empty set would read as
+			// "listens on nothing".
+			return nil, fmt.Errorf("cannot read the open files of pid %d: %w", pid, err)
 		}
 		if s, ok := strings.CutPrefix(link, "socket:["); ok {
 			if ino, err := strconv.ParseUint(strings.TrimSuffix(s, "]"), 10, 64); err == nil {

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"net"
 	"os"
+	"os/exec"
 	"slices"
 	"testing"
 
 	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/privs"
 )
 
 // procTCP is /proc/net/tcp as the kernel prints it: addresses as 32-bit
@@ -133,6 +135,28 @@ func TestListeners(t *testing.T) {
 	}
 	if _, err := NewPortWatch(1 << 30).Ports(); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("PortWatch of a pid that cannot exist: %v, want os.ErrNotExist", err)
+	}
+}
+
+// TestPortWatchRefused: a process whose descriptors this one may not read
+// (root, with every capability, read with none) is an error, not a
+// process that listens on nothing; with CAP_SYS_PTRACE it is read.
+func TestPortWatchRefused(t *testing.T) {
+	testutil.RequireRoot(t, "cuts its effective set")
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	w := NewPortWatch(cmd.Process.Pid)
+	if err := privs.WithEffective(0, w.CheckFiles); !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("descriptors of a root process with every capability read with none: %v", err)
+	}
+	if err := privs.WithEffective(0, func() error { _, err := w.Ports(); return err }); !errors.Is(err, os.ErrPermission) {
+		t.Fatalf("PortWatch.Ports without the right to read: %v, want a permission error", err)
+	}
+	if err := privs.WithEffective(privs.SetOf(privs.CAP_SYS_PTRACE), w.CheckFiles); err != nil {
+		t.Fatalf("with CAP_SYS_PTRACE: %v", err)
 	}
 }
 

@@ -31,6 +31,10 @@ type Meta struct {
 	// recording is complete.
 	Warnings []string `json:"warnings"`
 
+	// Privileges are the capabilities brokertrace held once attached
+	// (see Privileges).
+	Privileges Privileges `json:"privileges"`
+
 	// Discard is true when the recording was made with --discard: every
 	// probe and source ran and no file was written (only the summary
 	// holds this, e.g. record --json).

@@ -74,7 +74,7 @@ func recordBroker(t *testing.T, pid int, url string) {
 	var res *Result
 	go func() {
 		var err error
-		res, err = Run(ctx, Config{Target: proc, Out: dir, Live: w,
+		res, err = Run(ctx, Config{KeepPrivileges: true, Target: proc, Out: dir, Live: w,
 			Sources: []source.Source{sched.NewSource(sched.Options{})}})
 		done <- err
 	}()

@@ -90,6 +90,8 @@ func startRecordingOf(t *testing.T, proc *process.Process, cfg Config) *recordin
 	r.cancel = cancel
 	live := testutil.NewAttachedWatcher()
 	cfg.Target, cfg.SelectedBy, cfg.Live, cfg.LiveInterval = proc, "pid", live, 200*time.Millisecond
+	// Dropping would be for the whole test process and for good.
+	cfg.KeepPrivileges = true
 	go func() {
 		defer close(r.done)
 		r.res, r.err = Run(ctx, cfg)

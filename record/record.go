@@ -22,6 +22,7 @@ import (
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/outdir"
+	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -72,6 +73,18 @@ type Config struct {
 	// Format is the format of the tables: recfile.FormatCSV ("" too) or
 	// recfile.FormatParquet (see format.go).
 	Format string
+	// KeepPrivileges keeps every capability. Otherwise a recording run as
+	// root drops, once attached, every capability it does not need
+	// (see Privileges) for the rest of the process's life: callers that
+	// attach again later in the same process (tests, in-process
+	// measurements) set it.
+	KeepPrivileges bool
+	// Privileges, if set, is shared by the recordings that run in this
+	// process at once (see Privileges); nil: one of the recording's own.
+	Privileges *Privileges
+	// Needs are what the caller goes on doing during and after the
+	// recording that may need a capability (run stopping its broker).
+	Needs []privs.Need
 }
 
 // DefaultIDTTL bounds the matcher's memory to the ids read in the last
@@ -111,6 +124,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cfg.defaults()
 	r := newRecording(cfg)
+	defer r.notAttached()
 	if err := r.createOutput(); err != nil {
 		return nil, err
 	}
@@ -134,6 +148,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		r.mw.Close()
 		return nil, err
 	}
+	r.attached()
 	// The target may have exited between being found and the probes going
 	// live; a recording of a dead process would wait for nothing.
 	if !cfg.Target.Alive() {
@@ -147,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		fmt.Fprintf(cfg.Live, "brokertrace: attached to pid %d (%s) via %s; %s\n",
 			cfg.Target.PID, cfg.Target.Comm, strings.Join(r.tr.Hooks(), ", "), to)
 	}
-	r.notes = r.probeNotes()
+	r.notes = append(r.probeNotes(), r.privNote()...)
 	for _, n := range r.notes {
 		if cfg.Live != nil {
 			fmt.Fprintln(cfg.Live, NotePrefix+n)
@@ -200,6 +215,11 @@ type recorder struct {
 
 	running []source.Source
 	notes   []string // probeNotes, once the probes are live
+
+	// priv drops the capabilities once attached; nil when they are kept.
+	priv        *Privileges
+	privArrived bool
+
 	// annotators add columns to messages.csv, and say which of them
 	// started. Sources that do not start still own their columns: the
 	// fields stay empty, and the file keeps one shape whatever the host
@@ -245,6 +265,16 @@ func newRecording(cfg Config) *recorder {
 		if a, ok := src.(source.Annotator); ok {
 			r.annotators = append(r.annotators, annotator{Annotator: a})
 		}
+	}
+	r.priv = cfg.Privileges
+	switch {
+	case cfg.KeepPrivileges || os.Geteuid() != 0:
+		if r.priv != nil {
+			r.priv.Abandon() // the others drop without waiting for this one
+		}
+		r.priv = nil
+	case r.priv == nil:
+		r.priv = NewPrivileges(1)
 	}
 	r.m = correlate.New(r.emit, cfg.IDTTL)
 	// The timeline keeps counts per window, not every message's times,
@@ -465,6 +495,7 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 	if readErr != nil {
 		r.warn("reading events failed: %v", readErr)
 	}
+	r.meta.Privileges = r.privileges()
 	summaries := r.finishSources()
 	if err := r.mw.Close(); r.writeErr == nil {
 		r.writeErr = err

@@ -72,7 +72,7 @@ func TestSources(t *testing.T) {
 	live := testutil.NewAttachedWatcher()
 	go func() {
 		var err error
-		res, err = Run(ctx, Config{Target: proc, Out: dir, Sources: []source.Source{good, absent}, Window: 10 * time.Millisecond,
+		res, err = Run(ctx, Config{KeepPrivileges: true, Target: proc, Out: dir, Sources: []source.Source{good, absent}, Window: 10 * time.Millisecond,
 			Live: live, LiveInterval: 50 * time.Millisecond, Observers: []Observer{obs}})
 		done <- err
 	}()

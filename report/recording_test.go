@@ -42,7 +42,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 	go func() {
 		defer close(done)
 		res, rerr = record.Run(ctx, record.Config{
-			Target: proc, SelectedBy: "pid", Out: recDir,
+			Target: proc, SelectedBy: "pid", Out: recDir, KeepPrivileges: true,
 			Live:         attached,
 			LiveInterval: time.Second,
 			Sources: []source.Source{

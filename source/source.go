@@ -16,6 +16,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/outdir"
+	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -69,6 +70,15 @@ func (e unavailable) Unwrap() error      { return e.error }
 // (no fallback is silent).
 type Prober interface {
 	ProbePath() recfile.ProbePath
+}
+
+// A Privileged is a Source that goes on doing, after Start, something
+// that may need a capability. A recording drops every capability once its
+// sources have started (record.Config.KeepPrivileges), keeping only those
+// the Needs' checks show are needed on this host for this target; a source
+// that is not Privileged must need none after Start.
+type Privileged interface {
+	Needs() []privs.Need
 }
 
 // A Source is a probe or collector that runs beside the socket probe for the

@@ -277,11 +277,14 @@ func recordAll(cmd *cobra.Command, out io.Writer, found []process.Broker, f bare
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	w := &lockedWriter{w: out}
+	// The capabilities are dropped once every recording has attached.
+	shared := record.NewPrivileges(len(bs))
 	summaries := make([]strings.Builder, len(bs))
 	errs := make([]error, len(bs))
 	var wg sync.WaitGroup
 	for i := range bs {
 		b, rf := &bs[i], f.recordFlags
+		rf.privileges = shared
 		if !f.Discard {
 			rf.Out = filepath.Join(base, fmt.Sprintf("%s-%d", b.Comm, b.PID))
 		}

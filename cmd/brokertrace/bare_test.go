@@ -168,15 +168,26 @@ func checkBareAll(t *testing.T, pids map[string]int) {
 	if err != nil {
 		t.Fatalf("--all: %v\n%s", err, b)
 	}
+	// The capabilities are dropped once, for the process, after the
+	// last recording attached.
+	dropped := map[int64]bool{}
+	var lastStart int64
 	for comm, pid := range pids {
 		var meta recfile.Meta
 		dir := filepath.Join(out, fmt.Sprintf("%s-%d", comm, pid))
 		if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil || meta.Target.PID != pid || meta.EndReason != "duration" {
 			t.Errorf("--all: %s: %v, target %+v, end %q", dir, err, meta.Target, meta.EndReason)
 		}
+		dropped[meta.Privileges.DroppedNs] = true
+		lastStart = max(lastStart, meta.StartNs)
 		re := regexp.MustCompile(fmt.Sprintf(`(?m)^brokertrace: \[%s %d\] \d+s no marked messages`, comm, pid))
 		if !re.Match(b) {
 			t.Errorf("--all: no line matching %s in:\n%s", re, b)
+		}
+	}
+	for ns := range dropped {
+		if len(dropped) != 1 || ns < lastStart {
+			t.Errorf("--all: capabilities dropped at %v, want once, after the last recording started (%d)", dropped, lastStart)
 		}
 	}
 }

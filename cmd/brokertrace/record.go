@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/pprof"
 	"slices"
@@ -24,6 +26,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/metrics"
 	"github.com/brokertrace/brokertrace/perfetto"
+	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/probes/sockio"
 	"github.com/brokertrace/brokertrace/process"
@@ -51,6 +54,8 @@ type recordFlags struct {
 	Metrics   string        `json:"metrics,omitempty"`
 	WebConfig string        `json:"web_config_file,omitempty"`
 	Perfetto  string        `json:"perfetto,omitempty"`
+	// KeepPrivileges: do not drop the capabilities once attached.
+	KeepPrivileges bool `json:"keep_privileges,omitempty"`
 	// Profiles of brokertrace itself (hidden flags).
 	CPUProfile string `json:"-"`
 	MemProfile string `json:"-"`
@@ -59,6 +64,10 @@ type recordFlags struct {
 	view liveView
 	// sources are the table of sources, their flags bound.
 	sources []source.Spec
+	// privileges is shared by the recordings of bare --all (see
+	// record.Privileges); needs are what run does after its recording.
+	privileges *record.Privileges
+	needs      []privs.Need
 }
 
 // addRecordFlags registers the flags of a recording, shared by record and
@@ -81,6 +90,7 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.StringVar(&f.WebConfig, "web.config.file", "", "serve --metrics with TLS and/or basic auth as this Prometheus web configuration file says (node_exporter's format: tls_server_config, basic_auth_users with bcrypt hashes; empty: plain HTTP, open to all who reach the address)")
 	fl.StringVar(&f.Perfetto, "perfetto", "", "also write a Perfetto trace to this file (open it at ui.perfetto.dev): the broker's threads with their on-CPU stints and switch reasons, the socket calls that carried markers, one flow per message from its read to each write")
 	fl.DurationVar(&f.IDTTL, "id-ttl", record.DefaultIDTTL, "forget a message read that has no copy written after this long (counted as expired; a later copy counted as late), so memory stays bounded however long the recording; 0: never")
+	fl.BoolVar(&f.KeepPrivileges, "keep-privileges", false, "keep every capability while recording; by default brokertrace drops, once attached, all but those it still needs (meta.json privileges says which and why)")
 	fl.StringVar(&f.CPUProfile, "cpuprofile", "", "write a CPU profile of brokertrace itself to this file")
 	fl.StringVar(&f.MemProfile, "memprofile", "", "write brokertrace's own heap profile to this file every 5 s")
 	fl.MarkHidden("cpuprofile")
@@ -243,6 +253,12 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 	if f.Out == "" && !f.Discard {
 		f.Out = "brokertrace-" + time.Now().Format("20060102-150405")
 	}
+	ran := false
+	defer func() {
+		if !ran && f.privileges != nil {
+			f.privileges.Abandon()
+		}
+	}()
 	var sources []source.Source
 	for _, s := range f.sources {
 		src, err := s.New(proc)
@@ -291,12 +307,13 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		defer pf.Close()
 		observers = append(observers, pf)
 	}
+	ran = true
 	res, err := record.Run(ctx, record.Config{
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
 		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, IDTTL: idTTL(f.IDTTL), Observers: observers,
-		Format: f.Format,
+		Format: f.Format, KeepPrivileges: f.KeepPrivileges, Privileges: f.privileges, Needs: append(f.needs, profileNeeds(f)...),
 	})
 	if res != nil {
 		printSummary(cmd, res, f.JSON)
@@ -365,6 +382,7 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	s := m.Probe.Stats
 	fmt.Fprintf(out, "socket calls: %d reads (%d B), %d writes (%d B); events %d, dropped %d\n",
 		s.Calls[0], s.Bytes[0], s.Calls[1], s.Bytes[1], s.Events, s.DroppedEvents)
+	fmt.Fprintln(out, privilegesLine(m.Privileges))
 	for _, w := range m.Warnings {
 		fmt.Fprintf(out, "warning: %s\n", w)
 	}
@@ -373,6 +391,21 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 		return
 	}
 	fmt.Fprintf(out, "files in %s: %s\n", res.Dir, strings.Join(m.Files, ", "))
+}
+
+// privilegesLine says in the summary what became of the capabilities.
+func privilegesLine(p recfile.Privileges) string {
+	if p.DroppedNs == 0 {
+		return "capabilities: kept (" + p.NotDropped + ")"
+	}
+	if len(p.Kept) == 0 {
+		return "capabilities: all dropped once attached"
+	}
+	var kept []string
+	for _, c := range slices.Sorted(maps.Keys(p.Kept)) {
+		kept = append(kept, c+" ("+p.Kept[c]+")")
+	}
+	return "capabilities: all dropped once attached but " + strings.Join(kept, ", ")
 }
 
 // startProfiles starts the hidden --cpuprofile and --memprofile of a
@@ -413,6 +446,20 @@ func startProfiles(cpuFile, memFile string) (stop func(), err error) {
 			s()
 		}
 	}, nil
+}
+
+// profileNeeds: --memprofile rewrites its file while recording, after the
+// capabilities are dropped.
+func profileNeeds(f recordFlags) []privs.Need {
+	if f.MemProfile == "" {
+		return nil
+	}
+	dir := filepath.Dir(f.MemProfile)
+	return []privs.Need{{
+		Caps:  []privs.Cap{privs.CAP_DAC_OVERRIDE},
+		Why:   "rewriting --memprofile in " + dir + ", which root may not write by its mode",
+		Check: func() error { return privs.Writable(dir) },
+	}}
 }
 
 func writeHeap(name string) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/process"
 )
@@ -114,6 +115,7 @@ func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) erro
 		recErr = withCode(exitNoTarget, fmt.Errorf("run: %s exited at once (%s)", args[0], child.ProcessState))
 	} else {
 		fmt.Fprintf(stderr, "brokertrace: started %s in cgroup %s %s\n", proc, g.Version, g.Path)
+		f.needs = append(f.needs, stopNeed)
 		recErr = recordWith(ctx, cmd, f, proc, "run", strings.Join(args, " "))
 	}
 
@@ -153,6 +155,15 @@ func runRun(cmd *cobra.Command, f recordFlags, o runOptions, args []string) erro
 		return withCode(exitFailure, fmt.Errorf("run: %s exited by itself during the recording: %s", args[0], state))
 	}
 	return nil
+}
+
+// stopNeed: once the recording ends, run stops the broker, which may run
+// as another user by then (mosquitto, started as root, switches to its
+// own): SIGTERM to its process group, SIGKILL to what is left in its
+// cgroup, one process at a time on cgroup v1.
+var stopNeed = privs.Need{
+	Caps: []privs.Cap{privs.CAP_KILL},
+	Why:  "run: stopping the broker it started once the recording ends (SIGTERM to its process group, SIGKILL to what is left of its cgroup), which may run as another user by then",
 }
 
 // checkRun checks run's flags and arguments, the privileges and the

@@ -21,6 +21,7 @@ import (
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -202,6 +203,11 @@ func TestRunNATS(t *testing.T) {
 	if len(dirs) == 0 {
 		t.Fatalf("no directory for cgroup %s", cg)
 	}
+	// Once attached, run keeps what stopping its broker needs.
+	kept := checkDropped(t, r.cmd.Process.Pid)
+	if !kept.Has(privs.CAP_KILL) || kept.Has(privs.CAP_SYS_ADMIN) {
+		t.Fatalf("run kept %v", kept.Names())
+	}
 
 	const n = 3000
 	lr, err := load.Run(context.Background(), load.Config{URL: "nats://127.0.0.1:" + port, Subject: "bt.run", Rate: 3000, Count: n, Drain: 5 * time.Second})
@@ -239,6 +245,7 @@ func TestRunNATS(t *testing.T) {
 	if meta.EndReason != "signal" || meta.Target.PID != pid || meta.Target.SelectedBy != "run" || meta.Target.Comm != "nats-server" {
 		t.Fatalf("meta: reason %q target %+v", meta.EndReason, meta.Target)
 	}
+	checkMetaPrivileges(t, meta, kept)
 	sm := meta.Sources["cpu"]
 	b, _ := json.Marshal(sm.Meta)
 	var cm collect.CPUMeta

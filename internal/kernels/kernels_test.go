@@ -97,7 +97,39 @@ func check(t *testing.T, r run) row {
 	checkSwitches(r, &rw, fail)
 	checkPackets(r, &m, &rw, fail)
 	checkScanner(r, &rw, fail)
+	checkPrivileges(r, &m, &rw, fail)
 	return rw
+}
+
+// checkPrivileges: once attached, the recording dropped every capability
+// but those its needs on this kernel keep (CAP_BPF where the kernel gates
+// every bpf() call, CAP_SYS_PTRACE for sockq's reading of the root
+// broker's descriptors), and nothing it read afterwards was refused. The
+// notes say what was kept.
+func checkPrivileges(r run, m *recfile.Meta, rw *row, fail func(string, ...any)) {
+	p := m.Privileges
+	if p.DroppedNs == 0 || !p.NoNewPrivs {
+		fail("%s: capabilities not dropped: %s (no_new_privs %v)", r.name, p.NotDropped, p.NoNewPrivs)
+		return
+	}
+	allowed := []string{"CAP_BPF", "CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH"}
+	for _, c := range p.Effective {
+		if !slices.Contains(allowed, c) || p.Kept[c] == "" {
+			fail("%s: kept %s (%q)", r.name, c, p.Kept[c])
+		}
+	}
+	for _, w := range m.Warnings {
+		for _, bad := range []string{"could not be read", "failed", "permission denied", "not permitted"} {
+			if strings.Contains(w, bad) {
+				fail("%s: after the drop: %s", r.name, w)
+			}
+		}
+	}
+	kept := "kept " + strings.Join(p.Effective, ", ")
+	if len(p.Effective) == 0 {
+		kept = "kept no capability"
+	}
+	rw.notes = strings.TrimPrefix(rw.notes+"; "+kept, "; ")
 }
 
 // checkPaths: every default source ran; no probe was refused by the

@@ -81,6 +81,20 @@ func interfaces(path string) (ifs []net.Interface, err error) {
 	return ifs, err
 }
 
+// interfacesNow lists the interfaces of the target's namespace at the end
+// of the recording. A target in brokertrace's own namespace needs no
+// setns(2), which the recording can no longer do once it has dropped
+// CAP_SYS_ADMIN; in a namespace of its own, an interface created during
+// the recording is then only "ifN".
+func (s *Source) interfacesNow() []net.Interface {
+	if own, err := process.NetNSInode("/proc/thread-self/ns/net"); err == nil && own == s.netns {
+		ifs, _ := net.Interfaces()
+		return ifs
+	}
+	ifs, _ := interfaces(s.netnsPath)
+	return ifs
+}
+
 // Sample implements source.Source; the histograms are read at the end.
 func (s *Source) Sample(int64) {}
 
@@ -230,7 +244,7 @@ func (s *Source) gsoRows() ([]recfile.GSORow, []HistMeta) {
 // interface created during the recording), falling back to the names seen
 // at Start (the namespace may be gone with the target), then to "ifN".
 func (s *Source) ifnames() func(int) string {
-	now, _ := interfaces(s.netnsPath)
+	now := s.interfacesNow()
 	return func(index int) string {
 		for _, ifs := range [][]net.Interface{now, s.ifaces} {
 			for _, i := range ifs {

@@ -54,7 +54,7 @@ func TestSourceNATS(t *testing.T) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []source.Source{src}, Live: attached, Window: 50 * time.Millisecond})
+		res, err = record.Run(ctx, record.Config{KeepPrivileges: true, Target: proc, Out: dir, Sources: []source.Source{src}, Live: attached, Window: 50 * time.Millisecond})
 		done <- err
 	}()
 	select {

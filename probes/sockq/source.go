@@ -19,6 +19,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/privs"
 )
 
 // Columns the source adds to messages.csv (declared in recfile).
@@ -162,6 +163,18 @@ func (s *Source) Sample(now int64) {
 }
 
 func (s *Source) Watermark() int64 { return s.wm.Load() }
+
+// Needs implements source.Privileged: following the target's listeners
+// reads its descriptors (/proc/PID/fd) again whenever the listening
+// sockets of its namespace change, which a process of another user, or
+// one with capabilities brokertrace has dropped, allows only with these.
+func (s *Source) Needs() []privs.Need {
+	return []privs.Need{{
+		Caps:  []privs.Cap{privs.CAP_SYS_PTRACE, privs.CAP_DAC_READ_SEARCH},
+		Why:   "sockq: following the target's listening sockets reads its descriptors (/proc/PID/fd) again when its namespace's listeners change",
+		Check: s.lst.CheckFiles,
+	}}
+}
 
 // Drain detaches the probe, consumes every sample still in the ring
 // buffer, and frees the probe; Annotate goes on answering from the samples.

@@ -95,7 +95,7 @@ func pauseNATS(t *testing.T, path Path) {
 	var res *record.Result
 	go func() {
 		var err error
-		res, err = record.Run(ctx, record.Config{Target: proc, Out: dir, Sources: []source.Source{src},
+		res, err = record.Run(ctx, record.Config{KeepPrivileges: true, Target: proc, Out: dir, Sources: []source.Source{src},
 			Window: 10 * time.Millisecond, Live: w})
 		done <- err
 	}()
