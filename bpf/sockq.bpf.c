@@ -25,8 +25,13 @@
  *    continues the stream in order, else rcv_nxt as it is; a per-socket map
  *    keeps segments that do not move that value out of the ring buffer.
  *
- * On both paths a tp_btf program on sock:inet_sock_set_state samples each
- * watched connection as it becomes established, so that user space can tell
+ * On both paths a tp_btf program on sock:inet_sock_set_state follows the
+ * target's listeners: when a socket of the target (by the pid of the task
+ * calling listen(2), which the transition runs in) starts listening, its
+ * port is watched from then on, and user space told. User space thus
+ * needs no second look at the target's descriptors (/proc/PID/fd, which
+ * takes CAP_SYS_PTRACE) once the recording has begun. The same program
+ * samples each watched connection as it becomes established, so that user space can tell
  * connections whose every byte was sampled from those that predate the
  * probe (whose first sampled chunk may have arrived earlier). Samples carry
  * the socket's cookie on the data_ready path, a lifetime of the probe's own
@@ -42,6 +47,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Set by the loader before the program is loaded. */
 const volatile __u32 targ_netns = 0; /* inode of the target's network namespace; 0: any */
+const volatile __u32 targ_tgid = 0;  /* the target's pid (host), whose new listeners are watched; 0: none */
 /* Wake the reader only once this much is waiting; it also polls on a short
  * timer (see bpf/sockio.bpf.c). */
 const volatile __u64 wakeup_bytes = 1 << 20;
@@ -242,6 +248,28 @@ int BPF_PROG(tcp_probe, const struct sock *sk, const struct sk_buff *skb)
 
 /* ---- both paths: tp_btf on sock:inet_sock_set_state ---- */
 
+/* The target starts listening (CLOSE → LISTEN, in its listen(2) call, the
+ * port bound already): watch the port, and tell user space with an event
+ * of its own. A listener without a port (listen(2) before bind(2) binds it
+ * after the transition) is counted. */
+static __always_inline void on_listen(const struct sock *sk, int newstate)
+{
+	if (newstate != TCP_LISTEN || !targ_tgid || (bpf_get_current_pid_tgid() >> 32) != targ_tgid)
+		return;
+	struct sq_stats *st = get_stats();
+	if (!st)
+		return;
+	__u32 port = sk->__sk_common.skc_num;
+	if (!port) {
+		__sync_fetch_and_add(&st->unbound, 1);
+		return;
+	}
+	__u8 on = 1;
+	bpf_map_update_elem(&ports, &port, &on, BPF_ANY);
+	__sync_fetch_and_add(&st->listens, 1);
+	emit(sk, 0, 0, SQ_LISTEN, st);
+}
+
 /* A connection accepted on a watched port becomes established (the
  * tracepoint fires before the state changes): sample its start, so that user
  * space knows the arrival of all its data from the first byte. lifetime:
@@ -272,12 +300,14 @@ static __always_inline int on_established(const struct sock *sk, int newstate, b
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(set_state, const struct sock *sk, const int oldstate, const int newstate)
 {
+	on_listen(sk, newstate);
 	return on_established(sk, newstate, false);
 }
 
 SEC("tp_btf/inet_sock_set_state")
 int BPF_PROG(set_state_life, const struct sock *sk, const int oldstate, const int newstate)
 {
+	on_listen(sk, newstate);
 	return on_established(sk, newstate, true);
 }
 

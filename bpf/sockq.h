@@ -12,6 +12,9 @@ enum sq_flags {
 	 * every later byte's arrival is sampled. Without such a sample the
 	 * connection predates the probe. */
 	SQ_BORN = 1,
+	/* Not a sample: the target began listening on lport, which the probe
+	 * watches from then on. */
+	SQ_LISTEN = 2,
 };
 
 /* One sample of a watched socket's receive queue: by ts_ns, the stream's
@@ -33,6 +36,8 @@ struct sq_stats {
 	__u64 events;    /* samples written to the ring buffer */
 	__u64 dropped;   /* samples lost: ring buffer full */
 	__u64 unchanged; /* tcp_probe path: segments that did not move rcv_nxt */
+	__u64 listens;   /* listening sockets the target opened, watched since */
+	__u64 unbound;   /* ... of them with no port yet (listen without bind): not watched */
 };
 
 #endif /* BROKERTRACE_SOCKQ_H */

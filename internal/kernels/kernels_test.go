@@ -103,8 +103,7 @@ func check(t *testing.T, r run) row {
 
 // checkPrivileges: once attached, the recording dropped every capability
 // but those its needs on this kernel keep (CAP_BPF where the kernel gates
-// every bpf() call, CAP_SYS_PTRACE for sockq's reading of the root
-// broker's descriptors), and nothing it read afterwards was refused. The
+// every bpf() call), and nothing it read afterwards was refused. The
 // notes say what was kept.
 func checkPrivileges(r run, m *recfile.Meta, rw *row, fail func(string, ...any)) {
 	p := m.Privileges
@@ -112,7 +111,7 @@ func checkPrivileges(r run, m *recfile.Meta, rw *row, fail func(string, ...any))
 		fail("%s: capabilities not dropped: %s (no_new_privs %v)", r.name, p.NotDropped, p.NoNewPrivs)
 		return
 	}
-	allowed := []string{"CAP_BPF", "CAP_SYS_PTRACE", "CAP_DAC_READ_SEARCH"}
+	allowed := []string{"CAP_BPF"}
 	for _, c := range p.Effective {
 		if !slices.Contains(allowed, c) || p.Kept[c] == "" {
 			fail("%s: kept %s (%q)", r.name, c, p.Kept[c])

@@ -13,6 +13,7 @@ const (
 	offTs, offSock, offCookie, offRcvNxt, offLport, offFlags = 0, 8, 16, 24, 28, 30
 	sqEventSize                                              = 32
 	sqBorn                                                   = 1 // enum sq_flags SQ_BORN
+	sqListen                                                 = 2 // enum sq_flags SQ_LISTEN
 )
 
 // FuzzDecode: a record laid out as the kernel writes it decodes into
@@ -35,7 +36,7 @@ func FuzzDecode(f *testing.F) {
 		raw = append(raw, pad...)
 		raw = raw[:min(int(cut), len(raw))]
 		var s Sample
-		ok := decode(raw, &s)
+		listen, ok := decode(raw, &s)
 		if len(raw) < sqEventSize {
 			if ok {
 				t.Fatalf("%d-byte record decoded as %+v", len(raw), s)
@@ -43,8 +44,8 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		want := Sample{Time: int64(ts), Sock: sock, Cookie: cookie, RcvNxt: rcvNxt, LocalPort: lport, Born: flags&sqBorn != 0}
-		if !ok || s != want {
-			t.Fatalf("decode: %+v (ok %v), want %+v", s, ok, want)
+		if !ok || s != want || listen != (flags&sqListen != 0) {
+			t.Fatalf("decode: %+v (ok %v, listen %v), want %+v (flags %#x)", s, ok, listen, want, flags)
 		}
 	})
 }

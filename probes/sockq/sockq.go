@@ -14,8 +14,9 @@ import (
 	"sync"
 	"unsafe"
 
-	"github.com/brokertrace/brokertrace/probes"
 	"github.com/cilium/ebpf"
+
+	"github.com/brokertrace/brokertrace/probes"
 )
 
 // Path names the hook a Tracer runs on.
@@ -66,10 +67,15 @@ type Sample struct {
 // Stats are the probe's counters, summed over CPUs.
 type Stats struct {
 	Hits      uint64 `json:"hits"`      // hook runs on a watched socket
-	Events    uint64 `json:"events"`    // samples written to the ring buffer
+	Events    uint64 `json:"events"`    // samples and listen notices written to the ring buffer
 	Dropped   uint64 `json:"dropped"`   // samples lost because the ring buffer was full
 	Unchanged uint64 `json:"unchanged"` // tcp_probe path: segments that did not move rcv_nxt
 	Missed    uint64 `json:"missed"`    // program runs the kernel skipped (recursion on a CPU)
+	// Listens are the listening sockets the target opened while traced,
+	// whose ports the kernel watched from then on; Unbound those of them
+	// that had no port yet (listen(2) before bind(2)), not watched.
+	Listens uint64 `json:"listens"`
+	Unbound uint64 `json:"listens_unbound"`
 }
 
 // Tracer is a loaded and attached socket-queue probe.
@@ -143,7 +149,9 @@ func open(opts Options, path Path, netns uint32, ports []uint16) (*probes.Probe,
 	if err != nil {
 		return nil, fmt.Errorf("sockq: loading the embedded BPF object: %w", err)
 	}
-	err = probes.SetVars(spec, map[string]any{sockqVarTargNetns: netns})
+	// The kernel follows the target's new listeners itself (on_listen), so
+	// that user space never needs its descriptors again.
+	err = probes.SetVars(spec, map[string]any{sockqVarTargNetns: netns, sockqVarTargTgid: uint32(max(opts.PID, 0))})
 	if err == nil {
 		err = probes.SizeRing(spec, sockqMapEvents, opts.RingSize)
 	}
@@ -219,7 +227,10 @@ func (t *Tracer) Read(ctx context.Context, fn func(*Sample), drained func(t int6
 		Stop:    func() { t.Detach() },
 		Drained: drained,
 		Record: func(raw []byte) {
-			if decode(raw, &s) {
+			switch listen, ok := decode(raw, &s); {
+			case listen:
+				t.watch(s.LocalPort)
+			case ok:
 				fn(&s)
 			}
 		},
@@ -228,16 +239,34 @@ func (t *Tracer) Read(ctx context.Context, fn func(*Sample), drained func(t int6
 
 var eventSize = int(unsafe.Sizeof(sockqSqEvent{}))
 
-// decode turns a kernel record into s. Records are in the host's byte
-// order and layout (the kernel wrote them on this machine).
-func decode(raw []byte, s *Sample) bool {
+// Flags of a kernel record (bpf/sockq.h, enum sq_flags).
+const (
+	flagBorn   = 1
+	flagListen = 2
+)
+
+// decode turns a kernel record into s; listen reports a notice that the
+// target began listening on s.LocalPort rather than a sample. Records are
+// in the host's byte order and layout (the kernel wrote them on this
+// machine).
+func decode(raw []byte, s *Sample) (listen, ok bool) {
 	if len(raw) < eventSize {
-		return false
+		return false, false
 	}
 	e := (*sockqSqEvent)(unsafe.Pointer(&raw[0]))
 	*s = Sample{Time: int64(e.TsNs), Sock: e.Sock, Cookie: e.Cookie, RcvNxt: e.RcvNxt, LocalPort: e.Lport,
-		Born: e.Flags&1 != 0}
-	return true
+		Born: e.Flags&flagBorn != 0}
+	return e.Flags&flagListen != 0, true
+}
+
+// watch adds port, which the kernel watches already, to Ports.
+func (t *Tracer) watch(port uint16) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !slices.Contains(t.watched, port) {
+		t.watched = append(t.watched, port)
+		slices.Sort(t.watched)
+	}
 }
 
 // Stats reads the probe's counters.
@@ -253,6 +282,8 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.Events += c.Events
 		s.Dropped += c.Dropped
 		s.Unchanged += c.Unchanged
+		s.Listens += c.Listens
+		s.Unbound += c.Unbound
 	}
 	s.Missed = t.Probe.Missed()
 	return s, nil

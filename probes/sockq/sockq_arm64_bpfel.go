@@ -36,6 +36,8 @@ type sockqSqStats struct {
 	Events    uint64
 	Dropped   uint64
 	Unchanged uint64
+	Listens   uint64
+	Unbound   uint64
 }
 
 // Names of all BPF objects in the ELF.
@@ -53,6 +55,7 @@ const (
 	sockqProgSetStateLife   = "set_state_life"
 	sockqProgTcpProbe       = "tcp_probe"
 	sockqVarTargNetns       = "targ_netns"
+	sockqVarTargTgid        = "targ_tgid"
 	sockqVarUnusedEvent     = "unused_event"
 	sockqVarUnusedStats     = "unused_stats"
 	sockqVarWakeupBytes     = "wakeup_bytes"
@@ -123,6 +126,7 @@ type sockqMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockqVariableSpecs struct {
 	TargNetns   *ebpf.VariableSpec `ebpf:"targ_netns"`
+	TargTgid    *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedStats *ebpf.VariableSpec `ebpf:"unused_stats"`
 	WakeupBytes *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -168,6 +172,7 @@ func (m *sockqMaps) Close() error {
 // It can be passed to loadSockqObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockqVariables struct {
 	TargNetns   *ebpf.Variable `ebpf:"targ_netns"`
+	TargTgid    *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
 	UnusedStats *ebpf.Variable `ebpf:"unused_stats"`
 	WakeupBytes *ebpf.Variable `ebpf:"wakeup_bytes"`

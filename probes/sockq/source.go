@@ -2,11 +2,8 @@ package sockq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
-	"os"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -19,7 +16,6 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/monotime"
-	"github.com/brokertrace/brokertrace/privs"
 )
 
 // Columns the source adds to messages.csv (declared in recfile).
@@ -39,9 +35,6 @@ const (
 	// the broker can read the message (under the socket's lock), so the
 	// margin only absorbs clock reads on different CPUs.
 	watermarkMargin = int64(time.Millisecond)
-	// portsEvery is how often the target's listening ports are re-read, to
-	// follow listeners it opens or closes while recording.
-	portsEvery = int64(2 * time.Second)
 	// pruneEvery is how often samples beyond the horizon are dropped.
 	pruneEvery = int64(time.Second)
 )
@@ -60,7 +53,6 @@ type SourceOptions struct {
 type Source struct {
 	opts SourceOptions
 	tr   *Tracer
-	lst  *Listeners
 
 	cancel context.CancelFunc
 	done   chan error
@@ -71,12 +63,8 @@ type Source struct {
 	rows      uint64
 	outcomes  [len(outcomeNames)]uint64 // rows by lookup outcome
 	waits     *hdrhistogram.Histogram   // sockq_wait of first copies
-	nextPorts int64
 	nextPrune int64
-	portErr   string
-	portErrs  int
-	ports     map[uint16]bool // every port watched at some time
-	stats     Stats           // the probe's counters, read when it was drained
+	stats     Stats // the probe's counters, read when it was drained
 	statErr   error
 }
 
@@ -97,8 +85,9 @@ func (s *Source) Start(env *source.Env) error {
 	// The socket queue is an addition to the recording: whatever keeps it
 	// from starting leaves the recording going without it (meta.json says
 	// why).
-	s.lst = NewListeners(env.Target.PID)
-	ports, err := s.lst.Ports()
+	// The ports it listens on now; the probe follows those it opens later
+	// in the kernel, so that its descriptors are never read again.
+	ports, err := ListenPorts(env.Target.PID)
 	if err != nil {
 		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
 	}
@@ -109,12 +98,7 @@ func (s *Source) Start(env *source.Env) error {
 	s.tr = tr
 	s.arr = NewArrivals(int64(s.opts.Horizon))
 	s.waits = hdrhistogram.New(1, int64(time.Hour), 3)
-	s.ports = map[uint16]bool{}
-	for _, p := range tr.Ports() {
-		s.ports[p] = true
-	}
-	now := monotime.Now()
-	s.nextPorts, s.nextPrune = now+portsEvery, now+pruneEvery
+	s.nextPrune = monotime.Now() + pruneEvery
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan error, 1)
 	s.wm.Store(env.Start - watermarkMargin)
@@ -135,25 +119,6 @@ func (s *Source) Start(env *source.Env) error {
 }
 
 func (s *Source) Sample(now int64) {
-	if now >= s.nextPorts {
-		s.nextPorts = now + portsEvery
-		ports, err := s.lst.Ports()
-		if err == nil {
-			err = s.tr.SetPorts(ports)
-		}
-		s.mu.Lock()
-		if errors.Is(err, os.ErrNotExist) {
-			// The target exited; the recording is ending.
-		} else if err != nil {
-			s.portErrs++
-			s.portErr = err.Error()
-		} else {
-			for _, p := range ports {
-				s.ports[p] = true
-			}
-		}
-		s.mu.Unlock()
-	}
 	if now >= s.nextPrune {
 		s.nextPrune = now + pruneEvery
 		s.mu.Lock()
@@ -163,18 +128,6 @@ func (s *Source) Sample(now int64) {
 }
 
 func (s *Source) Watermark() int64 { return s.wm.Load() }
-
-// Needs implements source.Privileged: following the target's listeners
-// reads its descriptors (/proc/PID/fd) again whenever the listening
-// sockets of its namespace change, which a process of another user, or
-// one with capabilities brokertrace has dropped, allows only with these.
-func (s *Source) Needs() []privs.Need {
-	return []privs.Need{{
-		Caps:  []privs.Cap{privs.CAP_SYS_PTRACE, privs.CAP_DAC_READ_SEARCH},
-		Why:   "sockq: following the target's listening sockets reads its descriptors (/proc/PID/fd) again when its namespace's listeners change",
-		Check: s.lst.CheckFiles,
-	}}
-}
 
 // Drain detaches the probe, consumes every sample still in the ring
 // buffer, and frees the probe; Annotate goes on answering from the samples.
@@ -257,10 +210,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	if m.RingSize == 0 {
 		m.RingSize = 8 << 20
 	}
-	for p := range s.ports {
-		m.Ports = append(m.Ports, p)
-	}
-	slices.Sort(m.Ports)
+	m.Ports = append(m.Ports, s.tr.Ports()...)
 	for o := NoSocket; int(o) < len(outcomeNames); o++ {
 		m.UnknownByReason[o.String()] = s.outcomes[o]
 		m.Unknown += s.outcomes[o]
@@ -283,9 +233,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	add(s.outcomes[BeforeProbe], "%d rows have no t_arrive_ns: their bytes came in the first chunk sampled on a connection older than the recording", s.outcomes[BeforeProbe])
 	add(s.outcomes[NoSample], "%d rows have no t_arrive_ns: no sample reached their bytes by the time they were read (samples lost)", s.outcomes[NoSample])
 	add(s.outcomes[Pruned], "%d rows have no t_arrive_ns: they stayed in the broker longer than the %v horizon", s.outcomes[Pruned], s.opts.Horizon)
-	if s.portErrs > 0 {
-		w = append(w, fmt.Sprintf("re-reading the target's listening ports failed %d times: %s", s.portErrs, s.portErr))
-	}
+	add(st.Unbound, "%d listening sockets the target opened while recorded had no port when they began listening (listen(2) before bind(2)): their connections were not sampled", st.Unbound)
 	if statErr != nil {
 		w = append(w, "probe counters could not be read: "+statErr.Error())
 	}
