@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/live"
+	"github.com/brokertrace/brokertrace/metrics"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/record"
@@ -279,12 +280,22 @@ func recordAll(cmd *cobra.Command, out io.Writer, found []process.Broker, f bare
 	w := &lockedWriter{w: out}
 	// The capabilities are dropped once every recording has attached.
 	shared := record.NewPrivileges(len(bs))
+	var srv *metrics.Server
+	if f.Metrics != "" {
+		// One server for all: each recording's metrics carry its broker's
+		// labels.
+		var err error
+		if srv, err = listenMetrics(cmd, f.recordFlags); err != nil {
+			return err
+		}
+		defer srv.Close()
+	}
 	summaries := make([]strings.Builder, len(bs))
 	errs := make([]error, len(bs))
 	var wg sync.WaitGroup
 	for i := range bs {
 		b, rf := &bs[i], f.recordFlags
-		rf.privileges = shared
+		rf.privileges, rf.metricsSrv = shared, srv
 		if !f.Discard {
 			rf.Out = filepath.Join(base, fmt.Sprintf("%s-%d", b.Comm, b.PID))
 		}

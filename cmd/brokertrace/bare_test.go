@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,14 +162,36 @@ func checkBarePrompt(t *testing.T, pid int) {
 	}
 }
 
-// checkBareAll runs --all for 2 s: each broker of pids (comm → pid) gets a
-// recording of its own in OUT/COMM-PID and its own per-second lines.
+// checkBareAll runs --all for 3 s: each broker of pids (comm → pid) gets a
+// recording of its own in OUT/COMM-PID and its own per-second lines, and
+// one --metrics server exports every broker's recording, each with its
+// pid label.
 func checkBareAll(t *testing.T, pids map[string]int) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "all")
-	b, err := exec.Command(binary, "--all", "--duration", "2s", "--out", out).CombinedOutput()
+	addr := "127.0.0.1:" + strconv.Itoa(testutil.FreePort(t, "127.0.0.1"))
+	cmd := exec.Command(binary, "--all", "--duration", "3s", "--out", out, "--metrics", addr)
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exported := map[int]bool{}
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && len(exported) < len(pids); time.Sleep(100 * time.Millisecond) {
+		body := get(addr)
+		for _, pid := range pids {
+			if strings.Contains(body, fmt.Sprintf(`pid="%d"`, pid)) {
+				exported[pid] = true
+			}
+		}
+	}
+	err := cmd.Wait()
+	b := buf.Bytes()
 	if err != nil {
 		t.Fatalf("--all: %v\n%s", err, b)
+	}
+	if len(exported) != len(pids) {
+		t.Errorf("--all --metrics: brokers exported %v, want every one of %v", exported, pids)
 	}
 	// The capabilities are dropped once, for the process, after the
 	// last recording attached.
@@ -228,4 +253,15 @@ func checkBareLines(t *testing.T, lines []string, rate, sent, received int) {
 		t.Errorf("lines: %d in, %d out, %d seconds at %d/s ±10%%; load sent %d, received %d:\n%s",
 			in, out, steady, rate, sent, received, strings.Join(lines, "\n"))
 	}
+}
+
+// get is the body of http://addr/metrics, "" if it cannot be read.
+func get(addr string) string {
+	r, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer r.Body.Close()
+	b, _ := io.ReadAll(r.Body)
+	return string(b)
 }

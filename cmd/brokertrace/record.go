@@ -68,6 +68,10 @@ type recordFlags struct {
 	// record.Privileges); needs are what run does after its recording.
 	privileges *record.Privileges
 	needs      []privs.Need
+	// metricsSrv is bare --all's one metrics server, which every
+	// recording exports to (labelled by broker); nil: the recording
+	// serves --metrics itself.
+	metricsSrv *metrics.Server
 }
 
 // addRecordFlags registers the flags of a recording, shared by record and
@@ -287,13 +291,14 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		live, observers = f.view.StatusWriter(), append(observers, f.view)
 	}
 	if f.Metrics != "" {
-		srv, err := metrics.Listen(f.Metrics, metrics.Options{WebConfigFile: f.WebConfig, ErrorLog: cmd.ErrOrStderr()})
-		if err != nil {
-			return withCode(exitUsage, fmt.Errorf("record: %w", err))
+		srv := f.metricsSrv
+		if srv == nil {
+			if srv, err = listenMetrics(cmd, f); err != nil {
+				return err
+			}
+			defer srv.Close()
 		}
-		defer srv.Close()
 		observers = append(observers, srv.Observer(metrics.BrokerOf(proc), metrics.Columns(sources)))
-		fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on %s\n", srv.URL())
 		if f.Quiet {
 			// The metrics are updated every live interval.
 			interval, live = time.Second, attachedOnly{live}
@@ -470,6 +475,16 @@ func writeHeap(name string) {
 	defer f.Close()
 	runtime.GC()
 	pprof.WriteHeapProfile(f)
+}
+
+// listenMetrics starts the --metrics server and says where it serves.
+func listenMetrics(cmd *cobra.Command, f recordFlags) (*metrics.Server, error) {
+	srv, err := metrics.Listen(f.Metrics, metrics.Options{WebConfigFile: f.WebConfig, ErrorLog: cmd.ErrOrStderr()})
+	if err != nil {
+		return nil, withCode(exitUsage, fmt.Errorf("record: %w", err))
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "brokertrace: metrics on %s\n", srv.URL())
+	return srv, nil
 }
 
 // attachedOnly passes on record's "attached" line and drops its status
