@@ -19,12 +19,17 @@ done
 [ -n "$port" ] || { echo "demo: no free port in 14222-14322" >&2; exit 1; }
 
 rm -rf "$out" && mkdir -p "$out"
+# Under sudo brokertrace writes as the user who ran it (README, Security):
+# the directory is theirs, and so is what this script writes into it.
+owner=""
+[ -n "${SUDO_UID:-}" ] && [ "$SUDO_UID" != 0 ] && owner="$SUDO_UID:${SUDO_GID:-$SUDO_UID}"
+[ -z "$owner" ] || chown "$owner" "$out"
 pids=()
 cleanup() {
 	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
 	wait 2>/dev/null || true
 }
-trap cleanup EXIT
+trap 'cleanup; [ -z "$owner" ] || chown -R "$owner" "$out"' EXIT
 
 echo "== starting nats-server on 127.0.0.1:$port"
 nats-server -a 127.0.0.1 -p "$port" >"$out/nats-server.log" 2>&1 &
