@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,7 +78,7 @@ func scanMsgs(s *step) (*stepMsgs, error) {
 
 // hasColumn tells whether the CSV file's header names col.
 func hasColumn(path, col string) (bool, error) {
-	f, err := os.Open(path)
+	f, err := recfile.Open(path)
 	if err != nil {
 		return false, err
 	}

@@ -14,7 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"slices"
 	"strconv"
@@ -167,7 +166,7 @@ func ConvertParquet(dir *outdir.Dir, name string) (string, error) {
 
 // writeParquet streams the CSV file at src into w as Parquet rows.
 func writeParquet(w io.Writer, src, name string) error {
-	f, err := os.Open(src)
+	f, err := Open(src)
 	if err != nil {
 		return err
 	}

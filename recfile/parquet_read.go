@@ -20,11 +20,14 @@ import (
 // in their shortest exact form, null as an empty field), streamed in
 // constant memory.
 func OpenTable(path string) (io.ReadCloser, error) {
-	f, err := os.Open(path)
+	f, err := Open(path)
 	if err == nil || !errors.Is(err, fs.ErrNotExist) || !strings.HasSuffix(path, ".csv") {
-		return f, err
+		if err != nil {
+			return nil, err
+		}
+		return f, nil
 	}
-	pf, perr := os.Open(ParquetName(path))
+	pf, perr := Open(ParquetName(path))
 	if perr != nil {
 		return nil, err // the CSV's error: neither file is there
 	}

@@ -8,12 +8,15 @@ package recfile
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/brokertrace/brokertrace/outdir"
 )
@@ -168,9 +171,31 @@ func WriteJSON(dir *outdir.Dir, name string, v any, perm os.FileMode) error {
 
 // ReadJSON reads dir/name into v.
 func ReadJSON(dir, name string, v any) error {
-	data, err := os.ReadFile(filepath.Join(dir, name))
+	data, err := ReadFile(filepath.Join(dir, name))
 	if err != nil {
 		return err
 	}
 	return json.Unmarshal(data, v)
+}
+
+// Open opens a file of a recording for reading, refusing a symbolic link
+// as its last component: brokertrace never writes one (outdir), and a
+// reader run as root must not be led to another file by one — a parse
+// error would quote what it read.
+func Open(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if errors.Is(err, syscall.ELOOP) {
+		return nil, fmt.Errorf("%w (a symbolic link: brokertrace reads the files it wrote, never through a link)", err)
+	}
+	return f, err
+}
+
+// ReadFile is os.ReadFile through Open.
+func ReadFile(path string) ([]byte, error) {
+	f, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
 }

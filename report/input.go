@@ -278,7 +278,7 @@ func readLoad(dir string) (*loadData, error) {
 	}
 	jp := filepath.Join(dir, recfile.LoadJSONFile)
 	if exists(jp) {
-		data, err := os.ReadFile(jp)
+		data, err := recfile.ReadFile(jp)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", jp, unwrapPathErr(err))
 		}

@@ -383,3 +383,19 @@ func TestRootRefusesSharedOut(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRefusesLinks: report, run as root on a directory where a link
+// stands at a file name, refuses to read through it and quotes nothing of
+// what it points to.
+func TestReportRefusesLinks(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(t.TempDir(), "shadow")
+	os.WriteFile(secret, []byte("id,t_intended_ns\nroot:$6$SECRET:19000:0:99999:7:::\n"), 0o600)
+	writeE2E(t, dir, 100)
+	os.Remove(filepath.Join(dir, recfile.E2EFile))
+	os.Symlink(secret, filepath.Join(dir, recfile.E2EFile))
+	stdout, stderr, code := runReport(t, dir, "--out", filepath.Join(t.TempDir(), "r"))
+	if code == 0 || strings.Contains(stdout+stderr, "SECRET") || !strings.Contains(stderr, "symbolic link") {
+		t.Errorf("report through a link: exit %d, want an error naming the link and quoting nothing:\n%s%s", code, stdout, stderr)
+	}
+}

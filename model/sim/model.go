@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -184,7 +183,7 @@ func readDemands(dir, name string) ([]float64, error) {
 	if name == "" {
 		return nil, errors.New("no demand_file")
 	}
-	f, err := os.Open(filepath.Join(dir, name))
+	f, err := recfile.Open(filepath.Join(dir, name))
 	if err != nil {
 		return nil, err
 	}
