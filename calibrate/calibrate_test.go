@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -176,7 +177,7 @@ func TestCalibrateRefusesMixedBrokers(t *testing.T) {
 	var m recfile.Meta
 	must(t, recfile.ReadJSON(filepath.Join(dir, "step02"), recfile.MetaFile, &m))
 	m.Target.Comm, m.Target.Exe = "java", "/usr/bin/java"
-	must(t, recfile.WriteJSON(testDir(t, filepath.Join(dir, "step02")), recfile.MetaFile, &m, outdir.FilePerm))
+	must(t, recfile.WriteJSON(testutil.OutDir(t, filepath.Join(dir, "step02")), recfile.MetaFile, &m, outdir.FilePerm))
 	_, err := Run(dir, Options{})
 	if !errors.Is(err, ErrInput) {
 		t.Fatalf("err = %v, want ErrInput", err)
@@ -200,7 +201,7 @@ func TestCalibrateQuantumSources(t *testing.T) {
 	plat := recfile.Platform{Properties: []recfile.PlatformProperty{
 		{Name: recfile.PlatformTimeslice, Value: 2.5e6, Unit: "ns", Method: "clustered response times"},
 		{Name: recfile.PlatformContextSwitch, Variant: "same-cpu/pipe", Value: 3300, Unit: "ns", Method: "pipe ping-pong"}}}
-	must(t, recfile.WriteJSON(testDir(t, dir), "platform.json", &plat, outdir.FilePerm))
+	must(t, recfile.WriteJSON(testutil.OutDir(t, dir), "platform.json", &plat, outdir.FilePerm))
 	cal, err := Run(dir, Options{Platform: filepath.Join(dir, "platform.json")})
 	if err != nil {
 		t.Fatal(err)
@@ -211,7 +212,7 @@ func TestCalibrateQuantumSources(t *testing.T) {
 	var sw recfile.Sweep
 	must(t, recfile.ReadJSON(dir, recfile.SweepFile, &sw))
 	sw.Scheduler = recfile.SchedSettings{Settings: map[string]int64{"latency_ns": 24e6, "min_granularity_ns": 3e6, "wakeup_granularity_ns": 4e6}}
-	must(t, recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm))
+	must(t, recfile.WriteJSON(testutil.OutDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm))
 	cal, err = Run(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestCalibrateQuantumSources(t *testing.T) {
 	checkSource(t, param(t, cal, recfile.CalQuantum), 6e6, "kernel") // 24 ms / 4 places
 
 	sw.Scheduler = recfile.SchedSettings{Error: "no debugfs"}
-	must(t, recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm))
+	must(t, recfile.WriteJSON(testutil.OutDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm))
 	cal, err = Run(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func TestCalibrateShareNegative(t *testing.T) {
 				rows[i].Busy *= 0.95 / (1 + synShare) // 5% below the broker's CPU
 			}
 		}
-		if err := recfile.WriteTable(testDir(t, filepath.Dir(path)), recfile.CPUCoresFile, rows); err != nil {
+		if err := recfile.WriteTable(testutil.OutDir(t, filepath.Dir(path)), recfile.CPUCoresFile, rows); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -85,7 +86,7 @@ func writeSynthSweep(t *testing.T, dir string) []int64 {
 		sw.Steps = append(sw.Steps, st)
 		ends = append(ends, writeSynthStep(t, filepath.Join(dir, st.Dir), st, s)...)
 	}
-	if err := recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
+	if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
 		t.Fatal(err)
 	}
 	return ends
@@ -93,7 +94,7 @@ func writeSynthSweep(t *testing.T, dir string) []int64 {
 
 func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) []int64 {
 	t.Helper()
-	d := testDir(t, dir)
+	d := testutil.OutDir(t, dir)
 	meta := recfile.Meta{Tool: "brokertrace", Host: recfile.Host{Hostname: "h1", CPUs: 2},
 		Target:  recfile.Target{PID: 42, Comm: "synth", Exe: "/usr/bin/synth"},
 		StartNs: st.WindowStartNs - 1e9, EndNs: st.WindowEndNs + 1e9, WindowNs: synWindow}
@@ -161,15 +162,6 @@ func writeSynthMessages(dir *outdir.Dir, st recfile.SweepStep, saturated bool) (
 		}
 	}
 	return ends, mw.Close()
-}
-
-// testDir opens dir (creating it) for the writers, as the commands do.
-func testDir(t *testing.T, dir string) *outdir.Dir {
-	t.Helper()
-	d, err := outdir.Open(dir)
-	must(t, err)
-	t.Cleanup(func() { d.Close() })
-	return d
 }
 
 func must(t *testing.T, err error) {

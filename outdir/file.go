@@ -16,6 +16,8 @@ import (
 // renames it into place, so a reader sees the old file or the whole new
 // one, and an existing name (a planted link among them) is replaced, never
 // written through.
+// Give a child process File.File as its output, not the File: exec.Cmd
+// writes to an *os.File directly, to anything else through a pipe.
 type File struct {
 	*os.File
 	parent *os.File // the directory it is in; nil under Discard
@@ -201,19 +203,7 @@ func (d *Dir) subNoCreate(rel string) (*os.File, error) {
 	if rel == "." {
 		return dup(d.f)
 	}
-	f, err := dup(d.f)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range splitPath(rel) {
-		next, err := step(f, name, false, filepath.Join(f.Name(), name))
-		f.Close()
-		if err != nil {
-			return nil, err
-		}
-		f = next
-	}
-	return f, nil
+	return d.steps(rel, false)
 }
 
 // removeAll removes name in parent and, if it is a directory, its

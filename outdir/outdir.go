@@ -164,12 +164,18 @@ func (d *Dir) sub(rel string) (*os.File, error) {
 	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.EXDEV):
 		return nil, linkError(d.Join(rel))
 	}
+	return d.steps(rel, true)
+}
+
+// steps opens rel beneath d one component at a time, without following a
+// link, creating the missing ones when create is set.
+func (d *Dir) steps(rel string, create bool) (*os.File, error) {
 	f, err := dup(d.f)
 	if err != nil {
 		return nil, err
 	}
 	for _, name := range splitPath(rel) {
-		next, err := step(f, name, true, filepath.Join(f.Name(), name))
+		next, err := step(f, name, create, filepath.Join(f.Name(), name))
 		f.Close()
 		if err != nil {
 			return nil, err

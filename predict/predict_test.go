@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/model/sim"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -106,15 +107,15 @@ func synthCal(t *testing.T, sweep bool, c float64) string {
 		}
 		cal.Stages = append(cal.Stages, recfile.CalStage{Name: s.name, Role: s.role, MeanNs: float64(s.ns), DemandFile: file})
 	}
-	if err := recfile.WriteJSON(testDir(t, dir), recfile.CalibrationFile, &cal, outdir.FilePerm); err != nil {
+	if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.CalibrationFile, &cal, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 	if sweep {
 		sw := filepath.Join(dir, "sw")
-		if err := recfile.WriteJSON(testDir(t, sw), recfile.SweepFile, &recfile.Sweep{Steps: cal.Steps}, outdir.SecretPerm); err != nil {
+		if err := recfile.WriteJSON(testutil.OutDir(t, sw), recfile.SweepFile, &recfile.Sweep{Steps: cal.Steps}, outdir.SecretPerm); err != nil {
 			t.Fatal(err)
 		}
-		mw, err := recfile.CreateMessages(testDir(t, filepath.Join(sw, "step0")), nil)
+		mw, err := recfile.CreateMessages(testutil.OutDir(t, filepath.Join(sw, "step0")), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,15 +239,4 @@ func TestRunBadInput(t *testing.T) {
 	if _, err := Run(synthCal(t, true, 2000), Options{Rates: []float64{1}, Pattern: sim.Measured, Messages: 10}); !errors.Is(err, ErrInput) {
 		t.Errorf("measured with rates: %v, want ErrInput", err)
 	}
-}
-
-// testDir opens dir (creating it) for the writers, as the commands do.
-func testDir(t *testing.T, dir string) *outdir.Dir {
-	t.Helper()
-	d, err := outdir.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
 }

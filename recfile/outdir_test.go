@@ -7,20 +7,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-
-	"github.com/brokertrace/brokertrace/outdir"
 )
-
-// outDir opens dir as an output directory for the test.
-func outDir(t testing.TB, dir string) *outdir.Dir {
-	t.Helper()
-	d, err := outdir.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
 
 // TestReadersRefuseLinks: a link at a recording's file name is refused by
 // every reader, and the error quotes nothing of its target.

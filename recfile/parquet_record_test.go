@@ -53,8 +53,8 @@ func TestParquetRecording(t *testing.T) {
 	if err := recfile.ReadJSON(b, recfile.MetaFile, &meta); err != nil {
 		t.Fatal(err)
 	}
-	recfile.ConvertRecording(openOut(t, b), &meta)
-	if err := recfile.WriteJSON(openOut(t, b), recfile.MetaFile, &meta, outdir.FilePerm); err != nil {
+	recfile.ConvertRecording(testutil.OutDir(t, b), &meta)
+	if err := recfile.WriteJSON(testutil.OutDir(t, b), recfile.MetaFile, &meta, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 	ra, rb := strings.Split(string(reportJSON(t, bin, a)), "\n"), strings.Split(string(reportJSON(t, bin, b)), "\n")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -50,7 +51,7 @@ func writeRandom[T any](t *testing.T, dir, name string, n int, rng *rand.Rand) {
 	for i := range rows {
 		fillRow(reflect.ValueOf(&rows[i]).Elem(), rng)
 	}
-	if err := recfile.WriteTable(openOut(t, dir), name, rows); err != nil {
+	if err := recfile.WriteTable(testutil.OutDir(t, dir), name, rows); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -108,7 +109,7 @@ func TestParquetTables(t *testing.T) {
 		want[tb.name] = tb.back(t, dir, tb.name)
 		copyFile(t, filepath.Join(dir, tb.name), filepath.Join(orig, tb.name))
 	}
-	recfile.ConvertRecording(openOut(t, dir), meta)
+	recfile.ConvertRecording(testutil.OutDir(t, dir), meta)
 
 	doc := docSchema(t)
 	for _, tb := range tables {
@@ -139,7 +140,7 @@ func TestParquetTables(t *testing.T) {
 // empty (a value the source could not know).
 func writeMessages(t *testing.T, dir string, n int, rng *rand.Rand) {
 	extra := slices.Concat(recfile.SchedMessageColumns, recfile.SockqMessageColumns)
-	mw, err := recfile.CreateMessages(openOut(t, dir), extra)
+	mw, err := recfile.CreateMessages(testutil.OutDir(t, dir), extra)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -177,7 +178,7 @@ func BenchmarkParquet(b *testing.B) {
 	const n = 100_000
 	src := b.TempDir()
 	extra := slices.Concat(recfile.SchedMessageColumns, recfile.SockqMessageColumns)
-	mw, err := recfile.CreateMessages(openOut(b, src), extra)
+	mw, err := recfile.CreateMessages(testutil.OutDir(b, src), extra)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func BenchmarkParquet(b *testing.B) {
 	for b.Loop() {
 		dir := b.TempDir()
 		copyFile(b, filepath.Join(src, recfile.MessagesFile), filepath.Join(dir, recfile.MessagesFile))
-		out := openOut(b, dir)
+		out := testutil.OutDir(b, dir)
 		t0 := time.Now()
 		if _, err := recfile.ConvertParquet(out, recfile.MessagesFile); err != nil {
 			b.Fatal(err)

@@ -10,12 +10,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 )
 
 func TestMessagesRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	mw, err := CreateMessages(outDir(t, dir), nil)
+	mw, err := CreateMessages(testutil.OutDir(t, dir), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +43,7 @@ func TestMessagesRoundTrip(t *testing.T) {
 
 func TestEmptyMessagesHasHeader(t *testing.T) {
 	dir := t.TempDir()
-	mw, _ := CreateMessages(outDir(t, dir), nil)
+	mw, _ := CreateMessages(testutil.OutDir(t, dir), nil)
 	mw.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, MessagesFile))
 	if string(b) != "id,t_in_ns,t_out_ns,latency_ns,in_tid,out_tid,in_lport,in_rport,out_lport,out_rport,copy\n" {
@@ -111,7 +112,7 @@ func FuzzMessagesRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id uint64, tIn, lat int64, inTID, outTID uint32, il, ir, ol, or uint16, cp uint32, n int) {
 		n = 1 + n&7
 		dir := t.TempDir()
-		mw, err := CreateMessages(outDir(t, dir), []string{"ctxsw", "note"})
+		mw, err := CreateMessages(testutil.OutDir(t, dir), []string{"ctxsw", "note"})
 		if err != nil {
 			t.Fatal(err)
 		}

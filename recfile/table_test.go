@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 type testRow struct {
@@ -42,7 +44,7 @@ func TestTableRoundTripAndCSVQuoting(t *testing.T) {
 		{S: "line\nbreak"},
 		{S: `\.`}, {S: "\u00a0nbsp first"}, {S: "tab\tinside"}, {S: "\rcr"},
 	}
-	if err := WriteTable(outDir(t, dir), "t.csv", rows); err != nil {
+	if err := WriteTable(testutil.OutDir(t, dir), "t.csv", rows); err != nil {
 		t.Fatal(err)
 	}
 	var want strings.Builder
@@ -80,7 +82,7 @@ func TestTableRoundTripAndCSVQuoting(t *testing.T) {
 func TestReadTablePointersPerRow(t *testing.T) {
 	dir := t.TempDir()
 	one, two := int64(1), int64(2)
-	if err := WriteTable(outDir(t, dir), "t.csv", []testRow{{P: &one}, {P: &two}, {}}); err != nil {
+	if err := WriteTable(testutil.OutDir(t, dir), "t.csv", []testRow{{P: &one}, {P: &two}, {}}); err != nil {
 		t.Fatal(err)
 	}
 	back, err := ReadTable[testRow](filepath.Join(dir, "t.csv"))
@@ -155,7 +157,7 @@ func FuzzScanTable(f *testing.F) {
 			want.P = &p
 		}
 		dir := t.TempDir()
-		if err := WriteTable(outDir(t, dir), "t.csv", []row{want, want}); err != nil {
+		if err := WriteTable(testutil.OutDir(t, dir), "t.csv", []row{want, want}); err != nil {
 			t.Fatal(err)
 		}
 		n := 0

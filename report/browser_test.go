@@ -147,7 +147,7 @@ func browserFigureSVG(t *testing.T, page []byte, id string) []byte {
 // entry, but no data.
 func browserEmptySeries(t *testing.T) []byte {
 	t.Helper()
-	out := testDir(t, t.TempDir())
+	out := testutil.OutDir(t, t.TempDir())
 	f := newFigure("empty", "End-to-end latency per message")
 	f.p = newPlot(f.title, "message number n (in the order sent)", "latency (ms)", false)
 	f.p.X.Min, f.p.X.Max, f.p.Y.Min, f.p.Y.Max = 0, 2000, 0, 6
@@ -193,7 +193,7 @@ func TestBrowserPages(t *testing.T) {
 		t.Fatal(err)
 	}
 	predictDir := t.TempDir()
-	if _, err := PredictPage(predictTestPrediction(), testDir(t, predictDir)); err != nil {
+	if _, err := PredictPage(predictTestPrediction(), testutil.OutDir(t, predictDir)); err != nil {
 		t.Fatal(err)
 	}
 	platformDir := platformTestDir(t)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -254,7 +255,7 @@ func TestMissingSaysWhy(t *testing.T) {
 	}
 	meta.Sources["capture"] = recfile.SourceMeta{Status: "unavailable", Error: "no AF_PACKET here"}
 	meta.Sources["cpu"] = recfile.SourceMeta{Status: "ok"}
-	if err := recfile.WriteJSON(testDir(t, dir), recfile.MetaFile, meta, outdir.FilePerm); err != nil {
+	if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.MetaFile, meta, outdir.FilePerm); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Generate([]string{dir}, Options{})

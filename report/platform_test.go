@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -36,7 +37,7 @@ func TestPlatformPage(t *testing.T) {
 // its samples in two clusters.
 func platformTestDir(t *testing.T) string {
 	dir := t.TempDir()
-	d := testDir(t, dir)
+	d := testutil.OutDir(t, dir)
 	lo, hi := int64(0), int64(1)
 	var rows []recfile.PlatformSample
 	for i, v := range []float64{500, 4500, 510, 4400, 490} {

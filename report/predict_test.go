@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -31,7 +32,7 @@ func predictTestPrediction() *recfile.Prediction {
 // the error table and the goals.
 func TestPredictPage(t *testing.T) {
 	out := t.TempDir()
-	files, err := PredictPage(predictTestPrediction(), testDir(t, out))
+	files, err := PredictPage(predictTestPrediction(), testutil.OutDir(t, out))
 	if err != nil {
 		t.Fatal(err)
 	}

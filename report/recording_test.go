@@ -75,7 +75,7 @@ func recordRun(t *testing.T, srv *testbroker.NATS, recDir, loadDir string, cfg l
 	if rerr != nil {
 		t.Fatalf("record.Run: %v", rerr)
 	}
-	if err := lr.WriteFiles(testDir(t, loadDir)); err != nil {
+	if err := lr.WriteFiles(testutil.OutDir(t, loadDir)); err != nil {
 		t.Fatal(err)
 	}
 	return res, lr

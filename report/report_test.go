@@ -504,7 +504,7 @@ func TestParametrised(t *testing.T) {
 			t.Fatal(err)
 		}
 		d := filepath.Join(base, "size"+strconv.Itoa(size))
-		if err := lr.WriteFiles(testDir(t, d)); err != nil {
+		if err := lr.WriteFiles(testutil.OutDir(t, d)); err != nil {
 			t.Fatal(err)
 		}
 		dirs = append(dirs, d)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -25,7 +26,7 @@ func sweepSynth(t *testing.T, steps []recfile.SweepStep, n int) string {
 			continue
 		}
 		st.WindowStartNs, st.WindowEndNs = 1e9, 2e9
-		mw, err := recfile.CreateMessages(testDir(t, filepath.Join(dir, st.Dir)), nil)
+		mw, err := recfile.CreateMessages(testutil.OutDir(t, filepath.Join(dir, st.Dir)), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,7 +47,7 @@ func sweepSynth(t *testing.T, steps []recfile.SweepStep, n int) string {
 		}
 	}
 	sw := recfile.Sweep{Options: recfile.SweepOptions{URL: "nats://x:1", Pattern: "both", Burst: 10, Behind: 0.95}, Steps: steps}
-	if err := recfile.WriteJSON(testDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
+	if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.SweepFile, &sw, outdir.SecretPerm); err != nil {
 		t.Fatal(err)
 	}
 	return dir

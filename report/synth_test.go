@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -14,22 +15,11 @@ import (
 // clocks of two hosts, very long runs): the same formats record and load
 // write, produced with their own writers where they have them.
 
-// testDir opens dir (creating it) for the writers, as the commands do.
-func testDir(t *testing.T, dir string) *outdir.Dir {
-	t.Helper()
-	d, err := outdir.Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { d.Close() })
-	return d
-}
-
 // synthLoad writes dir/e2e.csv and dir/load.json: n messages, ids from
 // idBase, sent every gapNs from startNs, each received lat(i) later.
 func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs int64, size int, lat func(i int) int64) {
 	t.Helper()
-	d := testDir(t, dir)
+	d := testutil.OutDir(t, dir)
 	rows := make([]recfile.E2ERow, n)
 	for i := range rows {
 		send := startNs + int64(i)*gapNs
@@ -52,7 +42,7 @@ func synthLoad(t *testing.T, dir string, idBase uint64, n int, startNs, gapNs in
 // dir/meta.json for messages read at tin[i] and written at tout[i].
 func synthRecord(t *testing.T, dir string, ids []uint64, tin, tout []int64) {
 	t.Helper()
-	d := testDir(t, dir)
+	d := testutil.OutDir(t, dir)
 	mw, err := recfile.CreateMessages(d, []string{"ctxsw"})
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/calibrate"
-	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/record"
 )
@@ -66,7 +65,7 @@ docs/calibration.md explains every parameter.`,
 			}
 			opt.Version = record.Version
 			cal, err := calibrate.Run(args[0], opt)
-			if errors.Is(err, calibrate.ErrInput) || errors.Is(err, outdir.ErrUnsafe) {
+			if errors.Is(err, calibrate.ErrInput) {
 				return withCode(exitUsage, err)
 			}
 			if err != nil {

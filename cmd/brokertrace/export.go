@@ -130,7 +130,7 @@ func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
 	defer d.Close()
 	for _, fm := range f.formats {
 		if err := exportFormat(fm, &cal, os.DirFS(filepath.Dir(path)), d, f, &res); err != nil {
-			if errors.Is(err, errExportInput) || errors.Is(err, outdir.ErrUnsafe) {
+			if errors.Is(err, errExportInput) {
 				return withCode(exitUsage, err)
 			}
 			return withCode(exitFailure, err)

@@ -115,10 +115,7 @@ func platformRun(cmd *cobra.Command, args []string, o *platformFlags) error {
 	}
 	p, runErr := platform.Run(ctx, opts)
 	if p == nil {
-		if errors.Is(runErr, outdir.ErrUnsafe) {
-			return withCode(exitUsage, runErr)
-		}
-		return withCode(exitFailure, runErr)
+		return withCode(exitFailure, runErr) // an unsafe --out exits 2 (main)
 	}
 	htmlErr := platformHTML(cmd.ErrOrStderr(), o)
 	if o.asJSON {

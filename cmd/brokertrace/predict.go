@@ -84,10 +84,7 @@ docs/predict.md describes the model as simulated.`,
 				return withCode(exitFailure, err)
 			}
 			if err := predictWrite(p, out, noReport); err != nil {
-				if errors.Is(err, outdir.ErrUnsafe) {
-					return withCode(exitUsage, err)
-				}
-				return withCode(exitFailure, err)
+				return withCode(exitFailure, err) // an unsafe --out exits 2 (main)
 			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/brokertrace/brokertrace/analysis"
-	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/report"
 )
@@ -72,7 +71,7 @@ report instead: DIR/report.html and DIR/plots/, the curves over its steps.`,
 			}
 			rep, err := report.Generate(args, opt)
 			if err != nil {
-				if errors.Is(err, report.ErrInput) || errors.Is(err, outdir.ErrUnsafe) {
+				if errors.Is(err, report.ErrInput) {
 					return withCode(exitUsage, err)
 				}
 				return withCode(exitFailure, err)
@@ -107,7 +106,7 @@ func isSweepDir(dir string) bool {
 func reportSweep(dir string, asJSON bool) error {
 	rep, err := report.Sweep(dir)
 	if err != nil {
-		if errors.Is(err, report.ErrInput) || errors.Is(err, outdir.ErrUnsafe) {
+		if errors.Is(err, report.ErrInput) {
 			return withCode(exitUsage, err)
 		}
 		return withCode(exitFailure, err)
