@@ -24,6 +24,9 @@ type calibration struct {
 
 	peak, rUtil *step
 	share       float64
+	// msgCost and wakeCost are the wake-up fit's costs in ns (0: no fit,
+	// the model is the paper's: demand_per_msg and the switch penalty).
+	msgCost, wakeCost float64
 }
 
 func (c *calibration) warn(format string, a ...any) {
@@ -61,12 +64,18 @@ func (c *calibration) run(dir string) error {
 	if err := c.systemShare(); err != nil {
 		return err
 	}
+	if err := c.wakeFit(); err != nil {
+		return err
+	}
 	if err := c.stages(); err != nil {
 		return err
 	}
 	c.penalty()
 	c.quantum()
 	if err := c.pauses(); err != nil {
+		return err
+	}
+	if err := c.wakeModel(); err != nil {
 		return err
 	}
 	return c.coalescing()
@@ -139,7 +148,10 @@ func (c *calibration) penalty() {
 	cv := (1e9/u.RateAchieved - 1e9/p.RateAchieved) / k
 	how = fmt.Sprintf("(1/rate_peak_util − 1/peak_throughput) / k = (1/%.1f − 1/%.1f) s / %g = (%.0f − %.0f) ns / %g = %.0f ns",
 		u.RateAchieved, p.RateAchieved, k, 1e9/u.RateAchieved, 1e9/p.RateAchieved, k, cv)
-	if cv < 0 || u == p {
+	if c.wakeCost > 0 {
+		how += fmt.Sprintf(" by ICPE'14's derivation; the model pays the measured cost per wake-up instead (wake_cost, wake_penalty), so c = 0")
+		cv = 0
+	} else if cv < 0 || u == p {
 		c.warn("utilisation reached its plateau only at the peak throughput (step %d): no switching penalty can be derived, context_switch_penalty is 0", p.Index)
 		cv, how = 0, how+"; utilisation peaked only at the peak throughput: 0"
 	}

@@ -53,8 +53,14 @@ func (c *calibration) stages() error {
 	}
 	demand := 1e9 / c.peak.RateAchieved
 	scale := demand / (sum * (1 + c.share))
-	c.add(recfile.CalParam{Name: recfile.CalDemandScale, Value: scale, Unit: "1", Source: "sweep", Steps: indexes(near),
-		Derivation: fmt.Sprintf("demand_per_msg / (Σ trimmed stage means × (1 + system_share)) = %.0f / (%.0f × %.3f): the measured demands, scaled to sustain the peak throughput", demand, sum, 1+c.share)})
+	how := fmt.Sprintf("demand_per_msg / (Σ trimmed stage means × (1 + system_share)) = %.0f / (%.0f × %.3f): the measured demands, scaled to sustain the peak throughput", demand, sum, 1+c.share)
+	if c.msgCost > 0 {
+		// The wake-up fit split the broker's CPU: the stages carry
+		// msg_cost, the model's wake-ups the rest.
+		scale = c.msgCost / sum
+		how = fmt.Sprintf("msg_cost / Σ trimmed stage means = %.0f / %.0f: the measured stage shares, scaled to the CPU per message without its wake-ups", c.msgCost, sum)
+	}
+	c.add(recfile.CalParam{Name: recfile.CalDemandScale, Value: scale, Unit: "1", Source: "sweep", Steps: indexes(near), Derivation: how})
 	for i, d := range data {
 		if len(d.samples) == 0 {
 			continue

@@ -170,7 +170,8 @@ func matchStep(cal *recfile.Calibration, rate float64, pattern string) *recfile.
 }
 
 func modelSummary(m *sim.Model) recfile.PredictionModel {
-	pm := recfile.PredictionModel{CPUs: m.CPUs, SwitchPenaltyNs: m.SwitchPenaltyNs, QuantumNs: m.QuantumNs, GCThreshold: m.GCThreshold, GCPauseNs: m.GCPauseNs}
+	pm := recfile.PredictionModel{CPUs: m.CPUs, SwitchPenaltyNs: m.SwitchPenaltyNs, QuantumNs: m.QuantumNs, GCThreshold: m.GCThreshold, GCPauseNs: m.GCPauseNs,
+		WakePenaltyNs: m.WakePenaltyNs, WakeLatencyNs: m.WakeLatencyNs, SpinNs: m.SpinNs}
 	for _, s := range m.Stages {
 		pm.Stages = append(pm.Stages, recfile.PredictionStage{Name: s.Name, Outside: s.Outside, Demand: s.Demand.Kind.String(), MeanNs: s.Demand.MeanNs, Samples: len(s.Demand.Samples)})
 	}

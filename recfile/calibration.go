@@ -62,6 +62,19 @@ const (
 	CalContextSwitchCost  = "context_switch_cost"  // ns: one real switch (platform.json), beside the model's c
 )
 
+// Names of the cost-per-wake-up parameters (calibrate's wake-up fit):
+// the broker's CPU = background + msg_cost × messages/s + wake_cost ×
+// wake-ups/s, fitted on the calibrating steps' windows; the model pays
+// wake_penalty per wake-up it makes and spins for spin before parking.
+const (
+	CalMsgCost     = "msg_cost"     // ns: CPU per message without its wake-ups
+	CalWakeCost    = "wake_cost"    // ns: CPU per measured wake-up of a broker thread
+	CalBackground  = "background"   // CPUs: the broker's CPU without messages
+	CalWakePenalty = "wake_penalty" // ns: what the model pays per wake-up it makes
+	CalSpin        = "spin"         // ns: how long the model's idle CPU polls before parking
+	CalWakeLatency = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
+)
+
 // CalPauses are the pauses found in the steps below saturation.
 type CalPauses struct {
 	// MinNs is the shortest stall counted as a pause.

@@ -45,6 +45,10 @@ type PredictionModel struct {
 	QuantumNs       float64           `json:"quantum_ns"`
 	GCThreshold     int               `json:"gc_threshold_msgs"`
 	GCPauseNs       float64           `json:"gc_pause_ns"`
+	// The cost per wake-up (calibrate's wake-up fit; 0 without it).
+	WakePenaltyNs float64 `json:"wake_penalty_ns"`
+	WakeLatencyNs float64 `json:"wake_latency_ns"`
+	SpinNs        float64 `json:"spin_ns"`
 }
 
 // PredictionStage is one timed place as simulated.

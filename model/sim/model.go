@@ -79,6 +79,25 @@ type Model struct {
 	// SwitchPenaltyNs is c: added to the first token a CPU serves after it
 	// ran another thread.
 	SwitchPenaltyNs float64
+	// WakePenaltyNs is the CPU a thread spends because it woke a CPU that
+	// had parked: the exit from idle, the kernel's wake-up and switch,
+	// the runtime's unpark. It is added to the first token the thread
+	// serves, however many tokens are then waiting: the cost is per
+	// wake-up, not per message (ICPE'14 §3.2). A thread woken onto a busy
+	// CPU, which waits its turn, pays nothing.
+	WakePenaltyNs float64
+	// SpinNs: a CPU left with nothing to run keeps polling this long for
+	// new work before it parks (a runtime's spinning, adaptive spinning
+	// before a futex wait). The polling is the broker's CPU time; a token
+	// that arrives during it is taken without a wake-up. 0: park at once.
+	SpinNs float64
+	// WakeLatencyNs: a thread woken onto a CPU that had parked starts
+	// this much later (the CPU's exit from idle, the wake-up's IPI); the
+	// CPU is not busy meanwhile, but it is taken, and tokens queue up.
+	WakeLatencyNs float64
+	// BackgroundUtil is the broker's CPU with no message at all (timers,
+	// housekeeping), in CPUs; it is added to the broker's utilisation.
+	BackgroundUtil float64
 	// QuantumNs is q: a thread that has run this long while another
 	// thread waits yields at its next token boundary. 0: never.
 	QuantumNs float64
@@ -119,7 +138,7 @@ func (m *Model) Validate() error {
 	if broker == 0 {
 		errs = append(errs, errors.New("no broker stage: latency needs at least one"))
 	}
-	for _, v := range []float64{m.SwitchPenaltyNs, m.QuantumNs, m.GCPauseNs} {
+	for _, v := range []float64{m.SwitchPenaltyNs, m.WakePenaltyNs, m.SpinNs, m.BackgroundUtil, m.QuantumNs, m.GCPauseNs} {
 		if v < 0 || math.IsNaN(v) {
 			errs = append(errs, fmt.Errorf("negative or NaN constant %v", v))
 		}
@@ -162,6 +181,9 @@ func FromCalibration(cal *recfile.Calibration, dir string, kind DemandKind) (*Mo
 	}
 	m.SwitchPenaltyNs = param(recfile.CalSwitchPenalty)
 	m.QuantumNs = param(recfile.CalQuantum)
+	opt := func(name string) float64 { p, _ := cal.Param(name); return p.Value }
+	m.WakePenaltyNs, m.SpinNs, m.BackgroundUtil = opt(recfile.CalWakePenalty), opt(recfile.CalSpin), opt(recfile.CalBackground)
+	m.WakeLatencyNs = opt(recfile.CalWakeLatency)
 	m.GCThreshold = int(math.Round(param(recfile.CalGCThreshold)))
 	m.GCPauseNs = param(recfile.CalGCPause)
 	if m.GCThreshold == 0 {

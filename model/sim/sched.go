@@ -1,6 +1,9 @@
 package sim
 
-import "slices"
+import (
+	"math"
+	"slices"
+)
 
 // The scheduling strategy of ICPE'14 §4.3, on m.CPUs processors.
 
@@ -9,18 +12,61 @@ func (e *engine) eligible(s int) bool { return !e.gc || e.m.Stages[s].Outside }
 
 // wake makes thread s runnable: on an idle CPU if there is one (the one it
 // ran on last, as Linux prefers a task's previous CPU, else one never
-// used, else the first), or at the back of the ready queue.
+// used, else the first), or at the back of the ready queue. Waking a CPU
+// that had parked is what costs: the thread starts WakeLatencyNs later
+// and pays WakePenaltyNs; an idle CPU still polling for work (SpinNs)
+// takes the token at once, and a thread queued on a busy CPU waits its
+// turn. Every wake of a blocked broker thread counts as a wake-up.
 func (e *engine) wake(s int) {
 	th := &e.threads[s]
 	if th.cpu >= 0 || th.queued {
 		return
 	}
 	if k := e.idleCPU(s); k >= 0 && e.eligible(s) {
+		late := 0.0
+		if !e.unspin(k) {
+			e.woken(s)
+			th.woken, late = true, e.m.WakeLatencyNs
+			if e.now >= e.w0 && e.now < e.w1 {
+				e.r.Unparks++
+			}
+		}
 		e.start(k, s)
+		c := &e.cpus[k]
+		c.start, c.end = c.start+late, c.end+late
 		return
 	}
+	e.woken(s) // onto a busy CPU: it waits its turn, the CPU was awake
 	th.queued = true
 	e.ready = append(e.ready, s)
+}
+
+// woken counts a wake-up of broker thread s; an outside stage (the
+// kernel's work for the broker) has no thread of the broker to wake.
+func (e *engine) woken(s int) {
+	if e.m.Stages[s].Outside {
+		return
+	}
+	if e.now >= e.w0 && e.now < e.w1 {
+		e.r.Wakeups++
+	}
+}
+
+// unspin ends idle CPU k's polling: its spin so far is the broker's CPU
+// time; true if it was still polling (a token it takes needs no wake-up).
+func (e *engine) unspin(k int) bool {
+	c := &e.cpus[k]
+	end := c.idleSince + e.m.SpinNs
+	e.accountSpin(c.idleSince, min(end, e.now))
+	c.idleSince = math.Inf(-1)
+	return e.now < end
+}
+
+// accountSpin adds polling [a, b] inside the window.
+func (e *engine) accountSpin(a, b float64) {
+	if lo, hi := max(a, e.w0), min(b, e.w1); hi > lo {
+		e.spin += hi - lo
+	}
 }
 
 func (e *engine) idleCPU(s int) int {
@@ -38,12 +84,17 @@ func (e *engine) idleCPU(s int) int {
 	return best
 }
 
-// schedule gives idle CPU k the first eligible thread of the ready queue.
+// schedule gives idle CPU k the first eligible thread of the ready queue;
+// with none, the CPU goes idle and polls for SpinNs.
 func (e *engine) schedule(k int) {
 	i := slices.IndexFunc(e.ready, e.eligible)
 	if i < 0 {
+		if c := &e.cpus[k]; c.cur < 0 && math.IsInf(c.idleSince, -1) {
+			c.idleSince = e.now
+		}
 		return
 	}
+	e.unspin(k)
 	s := e.ready[i]
 	e.ready = slices.Delete(e.ready, i, i+1)
 	e.threads[s].queued = false
@@ -56,9 +107,12 @@ func (e *engine) start(k, s int) {
 	e.threads[s].cpu = k
 	c.cur, c.slice = s, 0
 	pen := 0.0
+	if th := &e.threads[s]; th.woken {
+		th.woken, pen = false, e.m.WakePenaltyNs
+	}
 	if c.last != s {
 		if c.last >= 0 {
-			pen = e.m.SwitchPenaltyNs
+			pen += e.m.SwitchPenaltyNs
 			if e.now >= e.w0 && e.now < e.w1 {
 				e.r.Switches++
 			}
@@ -150,6 +204,9 @@ func (e *engine) result() *Result {
 	}
 	r.OfferedRate = float64(e.end-e.first) / r.WindowNs * 1e9
 	r.Throughput = float64(r.Completed) / r.WindowNs * 1e9
+	r.SpinUtil = e.spin / r.WindowNs
+	r.BrokerUtil = r.SpinUtil + e.m.BackgroundUtil
+	r.SystemUtil = r.BrokerUtil
 	for s, b := range e.busy {
 		u := b / r.WindowNs
 		r.StageUtil = append(r.StageUtil, u)
@@ -160,6 +217,8 @@ func (e *engine) result() *Result {
 	}
 	if r.Completed > 0 {
 		r.SwitchesPerMsg = float64(r.Switches) / float64(r.Completed)
+		r.WakeupsPerMsg = float64(r.Wakeups) / float64(r.Completed)
+		r.UnparksPerMsg = float64(r.Unparks) / float64(r.Completed)
 	}
 	if n := e.end - e.first; n > 0 {
 		r.InputWaitMeanNs = e.waitSum / float64(n)

@@ -30,6 +30,14 @@ type Result struct {
 	// SwitchesPerMsg counts the model's thread changes on a CPU (each
 	// pays the penalty c) per message through the broker.
 	SwitchesPerMsg float64
+	// WakeupsPerMsg counts the wake-ups of blocked threads (each pays
+	// the wake penalty) per message through the broker: the model's
+	// voluntary switches. SpinUtil is the CPU idle CPUs spent polling
+	// before they parked, in CPUs' worth (part of BrokerUtil).
+	WakeupsPerMsg, SpinUtil float64
+	// UnparksPerMsg counts the wake-ups that woke a parked CPU: those
+	// that pay the wake penalty and latency.
+	UnparksPerMsg float64
 	// Latency: entry into the first stage to the end of the last broker
 	// stage, measured messages only.
 	Latency Hist
@@ -41,6 +49,8 @@ type Result struct {
 	WindowNs        float64 // the window's length
 	Completed       int64   // messages through the broker in the window
 	Switches        int64   // in the window
+	Wakeups         int64   // in the window
+	Unparks         int64   // in the window
 	Events          int64
 }
 
@@ -78,10 +88,12 @@ type thread struct {
 	q      fifo
 	cpu    int  // the CPU running it, -1 if none
 	queued bool // in the ready queue
+	woken  bool // it blocked and was woken: its next start pays the wake penalty
 }
 
 type cpuState struct {
-	cur, last          int // running thread (-1 idle), last one run (-1 none)
+	cur, last          int     // running thread (-1 idle), last one run (-1 none)
+	idleSince          float64 // when it went idle (-Inf: never ran)
 	slice              float64
 	start, end, demand float64 // the token in service
 }
@@ -106,6 +118,7 @@ type engine struct {
 	done       int // messages below end through the broker
 	w0, w1     float64
 	busy       []float64
+	spin       float64 // polling before parking, inside the window
 	waitSum    float64
 	r          *Result
 }
@@ -132,7 +145,7 @@ func Run(m *Model, a Arrivals, o Options) (*Result, error) {
 	}
 	e.cpus = make([]cpuState, m.CPUs)
 	for k := range e.cpus {
-		e.cpus[k].cur, e.cpus[k].last = -1, -1
+		e.cpus[k].cur, e.cpus[k].last, e.cpus[k].idleSince = -1, -1, math.Inf(-1)
 	}
 	if err := e.loop(); err != nil {
 		return nil, err
@@ -172,6 +185,8 @@ func (e *engine) loop() error {
 	for k := range e.cpus {
 		if c := &e.cpus[k]; c.cur >= 0 {
 			e.account(c.cur, c.start, c.end)
+		} else {
+			e.accountSpin(c.idleSince, min(c.idleSince+e.m.SpinNs, e.now))
 		}
 	}
 	return nil

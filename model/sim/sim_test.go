@@ -199,3 +199,48 @@ func TestMeasuredArrivals(t *testing.T) {
 	}
 	near(t, "offered rate", r.OfferedRate, 6/299e-6, 1e-6)
 }
+
+// The wake-up costs by hand: two stages on one CPU at low load. Each
+// message wakes the parked CPU for A (W of CPU, L late) and B (queued
+// while A runs, so no cost): latency L + Da + W + Db, two wake-ups and
+// one unpark per message. In bursts of four A and B wake once per burst,
+// and the utilisation falls by the wake-ups saved.
+func TestWakePenaltyPerWakeup(t *testing.T) {
+	const da, db, w, l, rate = 10e3, 20e3, 15e3, 7e3, 1000.0
+	m := &Model{Stages: []Stage{det("accept-msg", da), det("dispatch", db)}, CPUs: 1, WakePenaltyNs: w, WakeLatencyNs: l}
+	r, lat := latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	for i, x := range lat {
+		if math.Abs(x-(l+da+w+db)) > 1e-6 {
+			t.Fatalf("message %d latency %v, want %v", i, x, l+da+w+db)
+		}
+	}
+	near(t, "wake-ups per message", r.WakeupsPerMsg, 2, 1e-9)
+	near(t, "unparks per message", r.UnparksPerMsg, 1, 1e-9)
+	near(t, "broker util", r.BrokerUtil, rate*(da+db+w)/1e9, 1e-9)
+	b, _ := latencies(t, m, Arrivals{Pattern: Bursty, Rate: rate, Burst: 4}, Options{Messages: 400, Warmup: 4})
+	near(t, "bursty wake-ups per message", b.WakeupsPerMsg, 0.5, 1e-9)
+	near(t, "bursty broker util", b.BrokerUtil, rate*(da+db+0.25*w)/1e9, 1e-9)
+}
+
+// Polling by hand: an idle CPU polls for S before it parks. With S
+// shorter than the idle gap every message still unparks the CPU, and each
+// gap adds S of the broker's CPU; with S longer than the gap the polling
+// CPU takes every arrival at once, never parks and is never idle.
+func TestSpinBeforePark(t *testing.T) {
+	const da, db, w, rate = 10e3, 20e3, 15e3, 1000.0 // gap 1 ms − 45 µs of work
+	m := &Model{Stages: []Stage{det("accept-msg", da), det("dispatch", db)}, CPUs: 1, WakePenaltyNs: w, SpinNs: 100e3}
+	r, _ := latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	near(t, "unparks per message", r.UnparksPerMsg, 1, 1e-9)
+	near(t, "spin util", r.SpinUtil, rate*100e3/1e9, 1e-9)
+	near(t, "broker util", r.BrokerUtil, rate*(da+db+w+100e3)/1e9, 1e-9)
+	m.SpinNs = 2e6
+	r, lat := latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	near(t, "caught: unparks per message", r.UnparksPerMsg, 0, 0)
+	near(t, "caught: wake-ups per message", r.WakeupsPerMsg, 1, 1e-9) // B, queued while A runs
+	near(t, "caught: broker util", r.BrokerUtil, 1, 1e-9)
+	for i, x := range lat {
+		if math.Abs(x-(da+db)) > 1e-6 {
+			t.Fatalf("message %d latency %v, want %v (taken by the polling CPU)", i, x, da+db)
+		}
+	}
+}

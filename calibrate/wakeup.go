@@ -1,0 +1,251 @@
+package calibrate
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/brokertrace/brokertrace/model/sim"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// The cost per wake-up (ICPE'14 §3.2, Fig. 2): at one rate, regular
+// arrivals cost a broker several times the CPU of bursts, because each
+// message wakes its threads while a burst wakes them once. The broker's
+// CPU is therefore fitted, window by window over the calibrating steps, as
+//
+//	U = msg_cost × messages/s + wake_cost × wake-ups/s
+//
+// with the wake-ups the scheduler source counts: the voluntary switches of
+// the broker's threads (a thread that blocked is woken once each). There
+// is no constant term: a fit's intercept soaks up the curvature of the
+// ladder, not the broker's idle CPU, which is far smaller than the
+// messages' (background stays 0 and says so).
+
+// wakePoint is one window of a calibrating step, per second.
+type wakePoint struct {
+	step              int
+	util, msgs, wakes float64
+}
+
+// wakePoints are the windows of s's sched.csv inside its measured window
+// that carried messages.
+func wakePoints(s *step) ([]wakePoint, error) {
+	var pts []wakePoint
+	err := recfile.ScanTable(filepath.Join(s.dir, recfile.SchedFile), func(r *recfile.SchedRow) error {
+		if r.TStart < s.start || r.TEnd > s.end || r.MsgsIn == 0 || r.TEnd <= r.TStart {
+			return nil
+		}
+		dt := float64(r.TEnd-r.TStart) / 1e9
+		pts = append(pts, wakePoint{step: s.Index, util: float64(r.OnCPUNs) / 1e9 / dt,
+			msgs: float64(r.MsgsIn) / dt, wakes: float64(r.Voluntary) / dt})
+		return nil
+	})
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return pts, err
+}
+
+// fitThroughOrigin solves min Σ (util − d·msgs − w·wakes)² by the normal
+// equations; ok is false when the two regressors cannot be told apart
+// (every window with the same wake-ups per message) or a cost comes out
+// negative.
+func fitThroughOrigin(pts []wakePoint) (d, w float64, ok bool) {
+	var mm, mw, ww, mu, wu float64
+	for _, p := range pts {
+		mm += p.msgs * p.msgs
+		mw += p.msgs * p.wakes
+		ww += p.wakes * p.wakes
+		mu += p.msgs * p.util
+		wu += p.wakes * p.util
+	}
+	det := mm*ww - mw*mw
+	if det <= 1e-9*mm*ww {
+		return 0, 0, false
+	}
+	d, w = (mu*ww-wu*mw)/det, (wu*mm-mu*mw)/det
+	return d, w, d >= 0 && w >= 0
+}
+
+// wakeFit fits msg_cost and wake_cost on the calibrating steps' windows
+// and says how well the fit reproduces each step.
+func (c *calibration) wakeFit() error {
+	var pts []wakePoint
+	for _, s := range c.steps {
+		p, err := wakePoints(s)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", s.Index, err)
+		}
+		pts = append(pts, p...)
+	}
+	used := unique(pts)
+	d, w, ok := fitThroughOrigin(pts)
+	if !ok || len(used) < 2 {
+		c.warn("wake_cost: %d windows in %d steps with the scheduler source's counts do not separate the CPU per message from the CPU per wake-up (each step needs sched.csv; the steps need different wake-ups per message): the model pays the ICPE'14 switch penalty instead", len(pts), len(used))
+		return nil
+	}
+	c.msgCost, c.wakeCost = d*1e9, w*1e9
+	fitText := c.wakeResiduals(pts, d, w)
+	c.add(recfile.CalParam{Name: recfile.CalMsgCost, Value: c.msgCost, Unit: "ns", Source: "sweep", Steps: used,
+		Derivation: fmt.Sprintf("least squares through the origin of the broker threads' CPU on messages/s and wake-ups/s over %d windows of steps %s: %.0f ns per message; %s", len(pts), joinInts(used), c.msgCost, fitText)})
+	c.add(recfile.CalParam{Name: recfile.CalWakeCost, Value: c.wakeCost, Unit: "ns", Source: "sweep", Steps: used,
+		Derivation: fmt.Sprintf("the same fit: %.0f ns of the broker's CPU per voluntary switch of its threads (a wake-up: the kernel's switch, the runtime's polling and park)", c.wakeCost)})
+	c.add(recfile.CalParam{Name: recfile.CalBackground, Value: 0, Unit: "CPUs", Source: "assumed",
+		Derivation: "the fit has no constant term: the broker's CPU without messages is taken as 0 (it is inside msg_cost and wake_cost)"})
+	return nil
+}
+
+// wakeResiduals is, per step, the fit's utilisation against the measured.
+func (c *calibration) wakeResiduals(pts []wakePoint, d, w float64) string {
+	var parts []string
+	worst := 0.0
+	for _, idx := range unique(pts) {
+		var u, f float64
+		n := 0
+		for _, p := range pts {
+			if p.step == idx {
+				u, f, n = u+p.util, f+d*p.msgs+w*p.wakes, n+1
+			}
+		}
+		u, f = u/float64(n), f/float64(n)
+		worst = max(worst, math.Abs(f-u))
+		parts = append(parts, fmt.Sprintf("step %d %.3f vs %.3f", idx, f, u))
+	}
+	return fmt.Sprintf("fitted vs measured CPU per step (largest difference %.1f pp): %s", 100*worst, strings.Join(parts, ", "))
+}
+
+func unique(pts []wakePoint) []int {
+	var out []int
+	for _, p := range pts {
+		out = append(out, p.step)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// spinGrid is how finely wakeModel tries the model's polling time, in
+// fractions of the measured cost per wake-up.
+var spinGrid = []float64{0, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1}
+
+// latencyGrid is the wake-up latencies wakeModel tries, in ns: from none
+// to a VM's slowest exits from idle.
+var latencyGrid = []float64{0, 5e3, 10e3, 15e3, 20e3, 30e3, 40e3, 50e3, 60e3, 80e3, 100e3, 150e3}
+
+// wakeTrial is the model with one polling time: its wake penalty and how
+// far its utilisation is from the measured one at each step.
+type wakeTrial struct {
+	spin, latency, penalty, sq, worst float64
+	text                              []string
+}
+
+// wakeModel turns the measured costs into the model's: the model's
+// threads wake fewer or more times per message than the broker's (its
+// pipeline has a thread per stage), and an idle CPU that polls before it
+// parks takes work that arrives meanwhile without a wake-up. For each
+// polling time on spinGrid the wake penalty is set so that the model's
+// CPU per message at the lowest calibrating rate (all of it wake-ups and
+// polling beside msg_cost) equals the measured one, and the polling time
+// whose model reproduces the broker's utilisation over the steps below
+// saturation best is kept. These are fitted on the calibrating pattern
+// only: the other pattern and other ladders are left to check them.
+func (c *calibration) wakeModel() error {
+	if c.wakeCost == 0 {
+		return nil
+	}
+	below := slices.DeleteFunc(slices.Clone(c.steps), func(s *step) bool { return s.Saturated || s.BrokerUtil <= 0 })
+	if len(below) == 0 {
+		c.warn("wake_penalty: no %s step below saturation with the broker's utilisation: the model pays msg_cost only", c.opt.Pattern)
+		return nil
+	}
+	slices.SortFunc(below, func(a, b *step) int { return cmp.Compare(a.RateAchieved, b.RateAchieved) })
+	low := below[0]
+	pts, err := wakePoints(low)
+	if err != nil || len(pts) == 0 {
+		return fmt.Errorf("step %d: no scheduler windows for the wake-ups per message: %v", low.Index, err)
+	}
+	var msgs, wakes float64
+	for _, p := range pts {
+		msgs, wakes = msgs+p.msgs, wakes+p.wakes
+	}
+	perMsg := wakes / msgs * c.wakeCost // ns of wake-ups per message at the lowest rate
+	m, _, err := sim.FromCalibration(c.cal, "", sim.Deterministic)
+	if err != nil {
+		return fmt.Errorf("the model so far: %w", err)
+	}
+	m.SwitchPenaltyNs = 0
+	var best *wakeTrial
+	for _, f := range spinGrid {
+		for _, lat := range latencyGrid {
+			m.WakeLatencyNs = lat
+			t, err := trySpin(m, f*c.wakeCost, low, below)
+			if err != nil {
+				return err
+			}
+			if t != nil && (best == nil || t.sq < best.sq) {
+				best = t
+			}
+		}
+	}
+	if best == nil {
+		c.warn("wake_penalty: no polling time gave the model a non-negative wake penalty: the model pays msg_cost only")
+		return nil
+	}
+	how := fmt.Sprintf("at step %d (lowest rate, %.1f msg/s) the broker's threads woke %.2f times per message: %.0f ns of wake-ups per message", low.Index, low.RateAchieved, wakes/msgs, perMsg)
+	c.add(recfile.CalParam{Name: recfile.CalSpin, Value: best.spin, Unit: "ns", Source: "sweep", Steps: indexes(below),
+		Derivation: fmt.Sprintf("of %d polling times from 0 to wake_cost and %d wake-up latencies from 0 to %.0f µs, the pair whose model reproduces the broker's utilisation best over the %s steps below saturation (largest difference %.1f pp): model vs measured %s",
+			len(spinGrid), len(latencyGrid), latencyGrid[len(latencyGrid)-1]/1e3, c.opt.Pattern, 100*best.worst, strings.Join(best.text, ", "))})
+	c.add(recfile.CalParam{Name: recfile.CalWakeLatency, Value: best.latency, Unit: "ns", Source: "sweep", Steps: indexes(below),
+		Derivation: fmt.Sprintf("fitted with spin (see there): a thread woken onto a CPU that had parked starts %.0f µs later", best.latency/1e3)})
+	c.add(recfile.CalParam{Name: recfile.CalWakePenalty, Value: best.penalty, Unit: "ns", Source: "sweep", Steps: []int{low.Index},
+		Derivation: how + fmt.Sprintf("; the model, with spin %.0f ns and wake_latency %.0f ns, uses the broker's measured %.3f CPUs at that rate with %.0f ns per wake-up of a parked CPU", best.spin, best.latency, low.BrokerUtil, best.penalty)})
+	return nil
+}
+
+// trySpin sets the wake penalty for polling time spin from the lowest
+// step and scores the model over the steps below saturation; nil when
+// the polling alone costs more than the measured wake-ups.
+func trySpin(m *sim.Model, spin float64, low *step, below []*step) (*wakeTrial, error) {
+	m.SpinNs, m.WakePenaltyNs = spin, 0
+	r, err := simulateStep(m, low)
+	if err != nil {
+		return nil, err
+	}
+	if r.UnparksPerMsg <= 0 || r.Completed == 0 {
+		return nil, nil
+	}
+	// What the model spends per message beside its wake penalties (the
+	// stages' demands, the polling) against the broker's measured CPU.
+	t := &wakeTrial{spin: spin, latency: m.WakeLatencyNs, penalty: (low.BrokerUtil - r.BrokerUtil) * 1e9 / r.Throughput / r.UnparksPerMsg}
+	if t.penalty < 0 {
+		return nil, nil
+	}
+	m.WakePenaltyNs = t.penalty
+	for _, s := range below {
+		r, err := simulateStep(m, s)
+		if err != nil {
+			return nil, err
+		}
+		d := r.BrokerUtil - s.BrokerUtil
+		t.sq += d * d
+		t.worst = max(t.worst, math.Abs(d))
+		t.text = append(t.text, fmt.Sprintf("step %d %.3f vs %.3f", s.Index, r.BrokerUtil, s.BrokerUtil))
+	}
+	return t, nil
+}
+
+// simulateStep runs the model at a step's achieved rate and pattern, long
+// enough for its queues to settle.
+func simulateStep(m *sim.Model, s *step) (*sim.Result, error) {
+	a := sim.Arrivals{Pattern: sim.Regular, Rate: s.RateAchieved}
+	if s.Pattern == sim.Bursty {
+		a.Pattern, a.Burst = sim.Bursty, max(s.Burst, 1)
+	}
+	n := int(min(max(s.RateAchieved*2, 5000), 50000))
+	return sim.Run(m, a, sim.Options{Messages: n, Warmup: n / 5, Seed: 1})
+}

@@ -1,0 +1,261 @@
+package calibrate
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// The spinning relay: a raw-TCP relay (the load's tcp:// contract: every
+// line read on one connection is written to the others) whose costs are
+// known by construction. Each connection has an OS thread of its own that
+// blocks in read(2), so every read that waited is one wake-up; after
+// each read returns the thread burns spinEnv µs of its own CPU time
+// (CLOCK_THREAD_CPUTIME_ID), and perMsgEnv µs per line read.
+const (
+	spinEnv   = "BROKERTRACE_TEST_WAKE_SPIN_US"
+	perMsgEnv = "BROKERTRACE_TEST_WAKE_PERMSG_US"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(spinEnv) != "" {
+		runSpinRelay()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func envMicros(name string) int64 {
+	v, _ := strconv.ParseInt(os.Getenv(name), 10, 64)
+	return v * 1000
+}
+
+// burn spins until the calling thread has used ns more CPU time.
+func burn(ns int64) {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	end := ts.Nano() + ns
+	for ts.Nano() < end {
+		_ = unix.ClockGettime(unix.CLOCK_THREAD_CPUTIME_ID, &ts)
+	}
+}
+
+func runSpinRelay() {
+	spin, perMsg := envMicros(spinEnv), envMicros(perMsgEnv)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Println("ERROR", err)
+		os.Exit(1)
+	}
+	fmt.Println("LISTEN", l.Addr())
+	var mu sync.Mutex
+	fds := map[int]bool{}
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			os.Exit(1)
+		}
+		f, err := c.(*net.TCPConn).File()
+		c.Close()
+		if err != nil {
+			os.Exit(1)
+		}
+		fd := int(f.Fd()) // blocking mode: read(2) sleeps in the kernel
+		mu.Lock()
+		fds[fd] = true
+		mu.Unlock()
+		go func() {
+			runtime.LockOSThread()
+			buf := make([]byte, 64<<10)
+			for {
+				n, err := rawRead(fd, buf)
+				if n <= 0 || err != nil {
+					mu.Lock()
+					delete(fds, fd)
+					mu.Unlock()
+					f.Close()
+					return
+				}
+				burn(spin + perMsg*int64(bytes.Count(buf[:n], []byte{'\n'})))
+				mu.Lock()
+				for o := range fds {
+					if o != fd {
+						writeAll(o, buf[:n])
+					}
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+}
+
+// rawRead is read(2) without telling the runtime: its scheduler would
+// otherwise hand the thread's processor to another thread of its own at
+// each blocking read, and those threads' switches would be the relay's
+// too. The relay runs with spare processors (GOMAXPROCS), no asynchronous
+// preemption and no collector, so no one waits for a thread in read.
+func rawRead(fd int, b []byte) (int, error) {
+	n, _, errno := syscall.RawSyscall(syscall.SYS_READ, uintptr(fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+	if errno != 0 {
+		return 0, errno
+	}
+	return int(n), nil
+}
+
+func writeAll(fd int, b []byte) {
+	for len(b) > 0 {
+		n, err := syscall.Write(fd, b)
+		if err != nil {
+			return
+		}
+		b = b[n:]
+	}
+}
+
+// build builds brokertrace: the sweep runs it as a user does.
+func build() (string, error) {
+	dir, err := os.MkdirTemp("", "calibrate-test-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "brokertrace")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/brokertrace")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// startSpinRelay runs the relay on CPU 0 and returns its pid and address.
+func startSpinRelay(t *testing.T, spinUs, perMsgUs int) (int, string) {
+	t.Helper()
+	cmd := exec.Command("taskset", "-c", "0", os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), spinEnv+"="+strconv.Itoa(spinUs), perMsgEnv+"="+strconv.Itoa(perMsgUs), "GOMAXPROCS=4", "GODEBUG=asyncpreemptoff=1", "GOGC=off")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	line := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		if sc.Scan() {
+			line <- sc.Text()
+		}
+		close(line)
+	}()
+	select {
+	case l := <-line:
+		addr, ok := strings.CutPrefix(l, "LISTEN ")
+		if !ok {
+			t.Fatalf("relay said %q", l)
+		}
+		return cmd.Process.Pid, addr
+	case <-time.After(10 * time.Second):
+		t.Fatal("relay did not start within 10s")
+	}
+	return 0, ""
+}
+
+// fitRelay sweeps a spinning relay at two rates, regular and in bursts of
+// ten, and fits its CPU on messages and wake-ups over every step's
+// windows.
+func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs float64) {
+	pid, addr := startSpinRelay(t, spinUs, perMsgUs)
+	dir := filepath.Join(t.TempDir(), "sweep")
+	cmd := exec.Command(bin, "sweep", "--url", "tcp://"+addr+"?framing=line", "--pid", strconv.Itoa(pid), "--load-cpus", "1",
+		"--rates", "400,1600", "--pattern", "both", "--burst", "10", "--step", "3s", "--warmup", "750ms", "--cooldown", "250ms",
+		"--drain", "2s", "--no-report", "--record-flag=--capture=false", "--record-flag=--priority=normal", "--out", dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("sweep: %v\n%s", err, b)
+	}
+	var sw recfile.Sweep
+	if err := recfile.ReadJSON(dir, recfile.SweepFile, &sw); err != nil {
+		t.Fatal(err)
+	}
+	steps, err := loadSteps(dir, &sw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pts, all []wakePoint
+	for _, s := range steps {
+		rows, err := recfile.ReadTable[recfile.ThreadRow](filepath.Join(s.dir, recfile.ThreadsFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The thread that read the producer's lines: its totals over the
+		// recording, one point per step.
+		i := slices.IndexFunc(rows, func(r recfile.ThreadRow) bool { return r.MessagesRead > 0 })
+		if i < 0 {
+			t.Fatalf("step %d: no thread of the relay read a message", s.Index)
+		}
+		r := rows[i]
+		pts = append(pts, wakePoint{step: s.Index, util: float64(r.OnCPUNs), msgs: float64(r.MessagesRead), wakes: float64(r.Voluntary)})
+		p, err := wakePoints(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, p...)
+		t.Logf("spin %d µs, step %d %s %.0f msg/s: reader thread %.2f wake-ups and %.1f µs per message; all threads %.3f CPU",
+			spinUs, s.Index, s.Pattern, s.RateAchieved, float64(r.Voluntary)/float64(r.MessagesRead), float64(r.OnCPUNs)/1e3/float64(r.MessagesRead), s.BrokerUtil)
+	}
+	if d, w, ok := fitThroughOrigin(all); ok {
+		t.Logf("spin %d µs: all threads' windows fit %.1f µs per message, %.1f µs per wake-up of any thread", spinUs, d*1e6, w*1e6)
+	}
+	d, w, ok := fitThroughOrigin(pts)
+	if !ok {
+		t.Fatalf("spin %d µs: the fit could not separate messages from wake-ups (%d windows)", spinUs, len(pts))
+	}
+	t.Logf("spin %d µs, %d µs per message: the reader thread fits %.1f µs per message, %.1f µs per wake-up", spinUs, perMsgUs, d/1e3, w/1e3)
+	return d, w // ns: the points are ns of CPU against counts
+}
+
+// TestWakeCostKnown: the fit recovers what a relay built to spend a known
+// CPU time per wake-up and per message spends. The relay's own costs
+// (read and write calls, the kernel's switch) come on top of what it
+// burns, so the truth is the difference between a relay that burns
+// nothing per wake-up and one that burns 150 µs: the fitted cost per
+// wake-up must grow by those 150 µs, and the cost per message stay at
+// what both burn per line plus the same small overhead.
+func TestWakeCostKnown(t *testing.T) {
+	testutil.RequireRoot(t, "records the relay with eBPF probes")
+	testutil.RequireTools(t, "taskset")
+	bin, err := build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(filepath.Dir(bin))
+	const perMsg, spin = 40, 150
+	d0, w0 := fitRelay(t, bin, 0, perMsg)
+	d1, w1 := fitRelay(t, bin, spin, perMsg)
+	if got := (w1 - w0) / 1e3; got < 0.9*spin || got > 1.1*spin {
+		t.Errorf("cost per wake-up grew by %.1f µs with %d µs burnt per wake-up (%.1f → %.1f µs): want %d ± 10%%", got, spin, w0/1e3, w1/1e3, spin)
+	}
+	for _, d := range []float64{d0, d1} {
+		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+15 {
+			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 15 µs of read and write calls", d/1e3, perMsg, perMsg)
+		}
+	}
+}
