@@ -200,6 +200,9 @@ func (c *calibration) wakeModel() error {
 	c.add(recfile.CalParam{Name: recfile.CalSpin, Value: best.spin, Unit: "ns", Source: "sweep", Steps: indexes(below),
 		Derivation: fmt.Sprintf("of %d polling times from 0 to wake_cost and %d wake-up latencies from 0 to %.0f µs, the pair whose model reproduces the broker's utilisation best over the %s steps below saturation (largest difference %.1f pp): model vs measured %s",
 			len(spinGrid), len(latencyGrid), latencyGrid[len(latencyGrid)-1]/1e3, c.opt.Pattern, 100*best.worst, strings.Join(best.text, ", "))})
+	if err := c.pathLatency(m, best, low); err != nil {
+		return err
+	}
 	c.add(recfile.CalParam{Name: recfile.CalWakeLatency, Value: best.latency, Unit: "ns", Source: "sweep", Steps: indexes(below),
 		Derivation: fmt.Sprintf("fitted with spin (see there): a thread woken onto a CPU that had parked starts %.0f µs later", best.latency/1e3)})
 	c.add(recfile.CalParam{Name: recfile.CalWakePenalty, Value: best.penalty, Unit: "ns", Source: "sweep", Steps: []int{low.Index},
@@ -207,11 +210,32 @@ func (c *calibration) wakeModel() error {
 	return nil
 }
 
+// pathLatency: the latency of a message's path through the broker that
+// the model's stages do not explain (its threads' hand-offs, the
+// runtime's scheduling between them), from the measured median at the
+// lowest rate; it adds to every message's latency, not to the CPU.
+func (c *calibration) pathLatency(m *sim.Model, best *wakeTrial, low *step) error {
+	m.SpinNs, m.WakeLatencyNs, m.WakePenaltyNs, m.PathLatencyNs = best.spin, best.latency, best.penalty, 0
+	r, err := simulateStep(m, low)
+	if err != nil {
+		return err
+	}
+	p := recfile.CalParam{Name: recfile.CalPathLatency, Unit: "ns", Source: "sweep", Steps: []int{low.Index}}
+	model, meas := r.Latency.Quantile(0.5), float64(low.LatencyNs.P50Ns)
+	p.Value = max(0, meas-model)
+	p.Derivation = fmt.Sprintf("measured median broker latency at step %d − the model's = %.0f − %.0f ns", low.Index, meas, model)
+	if meas <= 0 {
+		p.Source, p.Derivation = "default", fmt.Sprintf("step %d has no broker latency: 0", low.Index)
+	}
+	c.add(p)
+	return nil
+}
+
 // trySpin sets the wake penalty for polling time spin from the lowest
 // step and scores the model over the steps below saturation; nil when
 // the polling alone costs more than the measured wake-ups.
 func trySpin(m *sim.Model, spin float64, low *step, below []*step) (*wakeTrial, error) {
-	m.SpinNs, m.WakePenaltyNs = spin, 0
+	m.SpinNs, m.WakePenaltyNs, m.SwitchPenaltyNs = spin, 0, 0
 	r, err := simulateStep(m, low)
 	if err != nil {
 		return nil, err

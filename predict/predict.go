@@ -38,8 +38,12 @@ type Options struct {
 	// QueueCapacity bounds the messages in the model (0: unbounded);
 	// DefaultQueueCapacity is the command's default.
 	QueueCapacity int
-	Version       string
-	Progress      io.Writer // a line per rate with ETA; nil: quiet
+	// Against is another sweep of the same broker to compare with (its
+	// steps' rates, patterns and measurements) instead of the
+	// calibration's: the model is judged on what it was not fitted to.
+	Against  string
+	Version  string
+	Progress io.Writer // a line per rate with ETA; nil: quiet
 }
 
 // job is one rate to simulate.
@@ -66,12 +70,16 @@ func Run(calPath string, opt Options) (*recfile.Prediction, error) {
 		Options: recfile.PredictionOptions{Pattern: opt.Pattern, Burst: opt.Burst, Messages: opt.Messages, Warmup: opt.Warmup,
 			Seed: opt.Seed, Demand: opt.Demand.String(), QueueCapacity: opt.QueueCapacity}}
 	m.QueueCapacity = opt.QueueCapacity
-	sweepDir := findSweep(dir, cal.Sweep)
+	sweepDir, steps, err := measuredSteps(&cal, dir, opt.Against)
+	if err != nil {
+		return nil, err
+	}
+	p.Options.Against = opt.Against
 	p.SweepFound = sweepDir != ""
 	if !p.SweepFound && cal.Sweep != "" {
 		p.Warnings = append(p.Warnings, fmt.Sprintf("sweep %s not found: measured latency distributions left out, the calibration's step summaries compared", cal.Sweep))
 	}
-	jobs, err := plan(&cal, opt)
+	jobs, err := plan(steps, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +102,7 @@ func Run(calPath string, opt Options) (*recfile.Prediction, error) {
 	if len(p.Rows) == 0 {
 		return nil, fmt.Errorf("%w: no rate could be simulated: %s", ErrInput, strings.Join(p.Warnings, "; "))
 	}
-	if err := saturation(p, m, &cal, jobs, opt); err != nil {
+	if err := saturation(p, m, &cal, steps, jobs, opt); err != nil {
 		return nil, err
 	}
 	p.Goals = Goals(p.Rows, p.Saturation)
@@ -113,7 +121,7 @@ func progress(w io.Writer, done, n int, start time.Time, row recfile.PredictionR
 
 // plan lists the rates to simulate, each with its sweep step if one
 // matches (same pattern, asked rate within 0.5%).
-func plan(cal *recfile.Calibration, opt Options) ([]job, error) {
+func plan(steps []recfile.SweepStep, opt Options) ([]job, error) {
 	if opt.Pattern == sim.Measured && opt.Rates != nil {
 		return nil, fmt.Errorf("%w: --pattern measured replays the steps' arrivals: it takes no --rates", ErrInput)
 	}
@@ -127,7 +135,7 @@ func plan(cal *recfile.Calibration, opt Options) ([]job, error) {
 				return
 			}
 		}
-		jobs = append(jobs, job{rate: rate, pattern: pattern, burst: burst, step: matchStep(cal, rate, pattern)})
+		jobs = append(jobs, job{rate: rate, pattern: pattern, burst: burst, step: matchStep(steps, rate, pattern)})
 	}
 	if opt.Rates != nil {
 		pat := opt.Pattern
@@ -139,7 +147,7 @@ func plan(cal *recfile.Calibration, opt Options) ([]job, error) {
 		}
 		return jobs, nil
 	}
-	for _, s := range cal.Steps {
+	for _, s := range steps {
 		if s.Status != "" && s.Status != recfile.SweepDone || s.RateAsked <= 0 {
 			continue
 		}
@@ -159,9 +167,9 @@ func plan(cal *recfile.Calibration, opt Options) ([]job, error) {
 	return jobs, nil
 }
 
-func matchStep(cal *recfile.Calibration, rate float64, pattern string) *recfile.SweepStep {
-	for i := range cal.Steps {
-		s := &cal.Steps[i]
+func matchStep(steps []recfile.SweepStep, rate float64, pattern string) *recfile.SweepStep {
+	for i := range steps {
+		s := &steps[i]
 		if (s.Status == "" || s.Status == recfile.SweepDone) && s.Pattern == pattern && math.Abs(s.RateAsked/rate-1) <= 0.005 {
 			return s
 		}
@@ -171,11 +179,36 @@ func matchStep(cal *recfile.Calibration, rate float64, pattern string) *recfile.
 
 func modelSummary(m *sim.Model) recfile.PredictionModel {
 	pm := recfile.PredictionModel{CPUs: m.CPUs, SwitchPenaltyNs: m.SwitchPenaltyNs, QuantumNs: m.QuantumNs, GCThreshold: m.GCThreshold, GCPauseNs: m.GCPauseNs,
-		WakePenaltyNs: m.WakePenaltyNs, WakeLatencyNs: m.WakeLatencyNs, SpinNs: m.SpinNs}
+		WakePenaltyNs: m.WakePenaltyNs, WakeLatencyNs: m.WakeLatencyNs, SpinNs: m.SpinNs, PathLatencyNs: m.PathLatencyNs}
 	for _, s := range m.Stages {
 		pm.Stages = append(pm.Stages, recfile.PredictionStage{Name: s.Name, Outside: s.Outside, Demand: s.Demand.Kind.String(), MeanNs: s.Demand.MeanNs, Samples: len(s.Demand.Samples)})
 	}
 	return pm
+}
+
+// measuredSteps are the steps predictions are compared with and the
+// directory of their sweep: the calibration's, or those of --against.
+func measuredSteps(cal *recfile.Calibration, calDir, against string) (string, []recfile.SweepStep, error) {
+	if against == "" {
+		return findSweep(calDir, cal.Sweep), cal.Steps, nil
+	}
+	var sw recfile.Sweep
+	if err := recfile.ReadJSON(against, recfile.SweepFile, &sw); err != nil {
+		return "", nil, fmt.Errorf("%w: --against %s is not a sweep directory: %w", ErrInput, against, err)
+	}
+	if cal.Broker != "" {
+		// Judging one broker's model on another's sweep means nothing.
+		var first recfile.Meta
+		for _, s := range sw.Steps {
+			if recfile.ReadJSON(filepath.Join(against, s.Dir), recfile.MetaFile, &first) == nil {
+				break
+			}
+		}
+		if first.Target.Comm != "" && first.Target.Comm != cal.Broker {
+			return "", nil, fmt.Errorf("%w: --against %s measured %s, the calibration is of %s", ErrInput, against, first.Target.Comm, cal.Broker)
+		}
+	}
+	return against, sw.Steps, nil
 }
 
 // findSweep finds the sweep directory: as given, relative to the

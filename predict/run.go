@@ -53,7 +53,7 @@ func runJob(m *sim.Model, j job, sweepDir string, opt Options) (recfile.Predicti
 		MaxInBroker: res.MaxInBroker, Events: res.Events, ElapsedNs: time.Since(t0).Nanoseconds(), StageUtil: res.StageUtil, LatencyClamps: res.Latency.Clamped}
 	if meas != nil {
 		row.Measured = meas
-		row.Errors = Compare(&row.Predicted, meas)
+		row.Errors = Compare(&row.Predicted, meas, m.CPUs)
 	}
 	return row, warn, nil
 }
@@ -115,22 +115,24 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 
 // saturation simulates far beyond every rate (3× the highest of the asked
 // rates and the measured peak) with regular arrivals: the model's
-// throughput there is its saturation throughput. It depends on the queue
+// throughput there is its saturation throughput. The measured one is the
+// highest rate a step achieved: the broker's capacity if a step
+// saturated, a lower bound if none did. It depends on the queue
 // capacity: unbounded, every thread with work gets an equal share of the
 // CPU and the pipeline's slowest thread falls behind the first (tokens
 // pile up between them); bounded, the first thread waits for room as
 // the broker's reading thread does under flow control.
-func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, jobs []job, opt Options) error {
-	peak := 0.0
-	if pp, ok := cal.Param(recfile.CalPeakThroughput); ok {
-		peak = pp.Value
-	}
-	for _, s := range cal.Steps {
-		if peak == 0 {
-			peak = max(peak, s.RateAchieved)
+func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, steps []recfile.SweepStep, jobs []job, opt Options) error {
+	peak, reached := 0.0, false
+	for _, s := range steps {
+		if s.Status == "" || s.Status == recfile.SweepDone {
+			peak, reached = max(peak, s.RateAchieved), reached || s.Saturated
 		}
 	}
 	top := peak
+	if pp, ok := cal.Param(recfile.CalPeakThroughput); ok {
+		top = max(top, pp.Value)
+	}
 	for _, j := range jobs {
 		top = max(top, j.rate)
 	}
@@ -141,7 +143,7 @@ func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, j
 	if err != nil {
 		return fmt.Errorf("saturation run at %.0f msg/s: %w", 3*top, err)
 	}
-	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak}
+	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached}
 	CompareSaturation(&p.Saturation)
 	return nil
 }

@@ -73,6 +73,7 @@ const (
 	CalWakePenalty = "wake_penalty" // ns: what the model pays per wake-up it makes
 	CalSpin        = "spin"         // ns: how long the model's idle CPU polls before parking
 	CalWakeLatency = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
+	CalPathLatency = "path_latency" // ns: latency in a message's path the model's stages leave out
 )
 
 // CalPauses are the pauses found in the steps below saturation.

@@ -310,7 +310,7 @@ func predictFacts(p *recfile.Prediction) [][2]string {
 
 func predictErrorTable(p *recfile.Prediction) htmlTable {
 	t := htmlTable{ID: "table-predict-errors", Title: "Error per rate",
-		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±5 below saturation); latency as predicted/measured (goal: median within 2×).",
+		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±3 below saturation); latency as predicted/measured (goals below 80% utilisation: median within 1.5×, p99 within 3×).",
 		Head: []string{"pattern", "rate asked", "step", "throughput pred", "meas", "err %", "broker util pred", "meas", "err pp", "p50 pred", "meas", "ratio", "p99 pred", "meas", "ratio", "switches/msg (model)"}}
 	for _, r := range p.Rows {
 		row := []string{r.Pattern, predictRate(r.Rate), fmt.Sprint(r.Step), predictRate(r.Predicted.Throughput), "–", "–", fmtNum(r.Predicted.BrokerUtil, 3), "–", "–",

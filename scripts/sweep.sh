@@ -7,12 +7,14 @@
 #
 #   sudo scripts/sweep.sh [OUT] [nats|activemq|both]      (default: sweep-out both)
 #
-# Rerunning resumes an interrupted sweep. STEP, FROM, TO, STEPS, PATTERN override the
+# Rerunning resumes an interrupted sweep. SWEEP_FLAGS are added to each sweep.
+# STEP, FROM, TO, STEPS, PATTERN override the
 # defaults (20s steps; 1000..128000 msg/s and 8 rates for nats-server,
 # 1000..24000 msg/s and 10 rates for ActiveMQ; regular and bursty).
 # ActiveMQ's GC log (the paper's source of the GC threshold) is
 # OUT/activemq-base/gc.log: `brokertrace calibrate --gc-log` reads it.
 set -euo pipefail
+# shellcheck disable=SC2086 # SWEEP_FLAGS is a list of flags
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
 out="${1:-$top/sweep-out}"
@@ -26,7 +28,7 @@ mkdir -p "$out"
 if [ "$which" = nats ] || [ "$which" = both ]; then
 	"$bt" sweep --url nats://127.0.0.1:14222 --cpus "$cpu" --load-cpus 0 \
 		--from "${FROM:-1000}" --to "${TO:-128000}" --steps "${STEPS:-8}" --pattern "${PATTERN:-both}" --step "$step" \
-		--out "$out/nats" -- nats-server -a 127.0.0.1 -p 14222
+		${SWEEP_FLAGS:-} --out "$out/nats" -- nats-server -a 127.0.0.1 -p 14222
 fi
 
 if [ "$which" = activemq ] || [ "$which" = both ]; then
@@ -58,7 +60,7 @@ XML
 	done
 	"$bt" sweep --url 'stomp://admin:admin@127.0.0.1:61613' --cpus "$cpu" --load-cpus 0 \
 		--from "${FROM:-1000}" --to "${TO:-24000}" --steps "${STEPS:-10}" --pattern "${PATTERN:-both}" --step "$step" --warmup 5s \
-		--record-flag=--id-ttl=60s --grace 30s --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Xlog:gc:file="$base/gc.log":time -Djava.net.preferIPv4Stack=true \
+		--record-flag=--id-ttl=60s --grace 30s ${SWEEP_FLAGS:-} --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Xlog:gc:file="$base/gc.log":time -Djava.net.preferIPv4Stack=true \
 		--add-reads=java.xml=java.logging "${opens[@]}" -Dactivemq.classpath="$base/conf" \
 		-Dactivemq.home=/usr/share/activemq -Dactivemq.base="$base" -Dactivemq.conf="$base/conf" -Dactivemq.data="$base/data" \
 		-jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$base/conf/activemq.xml"

@@ -30,16 +30,20 @@ func newPredictCmd() *cobra.Command {
 		Long: `predict runs a discrete-event simulation of the ICPE'14 §4 broker model that
 brokertrace calibrate wrote (calibration.json): the pipeline's threads on the
 broker's CPUs under the paper's scheduling strategy (context-switch penalty c,
-quantum q), GC pauses every gc_threshold_msgs messages, the system place, and
-a queue capacity as flow control. Each rate is simulated with --messages
+quantum q), the measured cost per wake-up (a thread that wakes a parked CPU
+pays wake_penalty and starts wake_latency late; an idle CPU polls for spin
+before it parks), GC pauses every gc_threshold_msgs messages, the system
+place, and a queue capacity as flow control. Each rate is simulated with --messages
 messages after --warmup, deterministically for --seed, and set beside what
 the sweep measured at the same pattern and asked rate: throughput, broker CPU
 utilisation (error in percentage points), median and p99 latency (ratio),
 and, from the sweep's step directories, the latency distributions.
 
-It prints the table and the goals (broker utilisation within 5 pp below
-saturation, saturation throughput within 10%, median latency within 2×),
-and writes to --out (default: the calibration's directory):
+It prints the table and the goals (broker utilisation within 3 pp below
+saturation, saturation throughput within 5%, median latency within 1.5× and
+p99 within 3× below 80% utilisation). --against compares with another sweep
+of the same broker (another ladder, the other pattern, another day): the
+model judged on what it was not fitted to. It writes to --out (default: the calibration's directory):
 
   prediction.json    every number, documented in docs/formats.md
   prediction.html    predicted beside measured (Figs. 9, 11-16), error table
@@ -51,6 +55,9 @@ pattern to every rate; measured replays each step's recorded read times.
 docs/predict.md describes the model as simulated.`,
 		Example: `  # every step of the sweep the calibration came from
   brokertrace predict amq-sweep/calibration.json
+
+  # cross-validation: calibrated on one sweep, judged on a later one
+  brokertrace predict --against amq-sweep-2 --out amq-cv amq-sweep/calibration.json
 
   # what-if rates, bursts of ten, machine-readable
   brokertrace predict --rates 2000,5000,10000 --pattern bursty --burst 10 --json cal/calibration.json

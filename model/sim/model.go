@@ -95,6 +95,10 @@ type Model struct {
 	// this much later (the CPU's exit from idle, the wake-up's IPI); the
 	// CPU is not busy meanwhile, but it is taken, and tokens queue up.
 	WakeLatencyNs float64
+	// PathLatencyNs is added to every message's latency, not to any
+	// CPU: the time a message's path through the broker takes that the
+	// stages leave out (the hand-offs between its threads).
+	PathLatencyNs float64
 	// BackgroundUtil is the broker's CPU with no message at all (timers,
 	// housekeeping), in CPUs; it is added to the broker's utilisation.
 	BackgroundUtil float64
@@ -183,7 +187,7 @@ func FromCalibration(cal *recfile.Calibration, dir string, kind DemandKind) (*Mo
 	m.QuantumNs = param(recfile.CalQuantum)
 	opt := func(name string) float64 { p, _ := cal.Param(name); return p.Value }
 	m.WakePenaltyNs, m.SpinNs, m.BackgroundUtil = opt(recfile.CalWakePenalty), opt(recfile.CalSpin), opt(recfile.CalBackground)
-	m.WakeLatencyNs = opt(recfile.CalWakeLatency)
+	m.WakeLatencyNs, m.PathLatencyNs = opt(recfile.CalWakeLatency), opt(recfile.CalPathLatency)
 	m.GCThreshold = int(math.Round(param(recfile.CalGCThreshold)))
 	m.GCPauseNs = param(recfile.CalGCPause)
 	if m.GCThreshold == 0 {

@@ -31,14 +31,34 @@ func (e *engine) wake(s int) {
 				e.r.Unparks++
 			}
 		}
+		pen := 0.0
+		if th.woken {
+			pen = e.m.WakePenaltyNs
+		}
 		e.start(k, s)
 		c := &e.cpus[k]
 		c.start, c.end = c.start+late, c.end+late
+		if s == 0 {
+			e.readAt(c.start + pen)
+		}
 		return
 	}
 	e.woken(s) // onto a busy CPU: it waits its turn, the CPU was awake
 	th.queued = true
 	e.ready = append(e.ready, s)
+}
+
+// readAt: the first stage, woken from a parked CPU, reads at t every
+// token waiting for it, and every token that arrives before t. A broker's latency is measured from that read
+// (t_in) to its write, so the wake-up that came before the read (the
+// CPU's exit from idle, the thread's wake penalty) is not in it.
+func (e *engine) readAt(t float64) {
+	e.read0 = t
+	q := &e.threads[0].q
+	for i := range q.n {
+		tok := &q.buf[(q.head+i)%len(q.buf)]
+		tok.entry = max(tok.entry, t)
+	}
 }
 
 // woken counts a wake-up of broker thread s; an outside stage (the
@@ -175,7 +195,7 @@ func (e *engine) leave(tok token) {
 		e.done++
 	}
 	if tok.idx >= e.first && tok.idx < e.end {
-		lat := e.now - tok.entry
+		lat := e.now - tok.entry + e.m.PathLatencyNs
 		e.r.Latency.Add(lat)
 		if e.o.OnMessage != nil {
 			e.o.OnMessage(tok.idx, lat)

@@ -38,8 +38,9 @@ type Result struct {
 	// UnparksPerMsg counts the wake-ups that woke a parked CPU: those
 	// that pay the wake penalty and latency.
 	UnparksPerMsg float64
-	// Latency: entry into the first stage to the end of the last broker
-	// stage, measured messages only.
+	// Latency: entry into the first stage (its read, after any wake-up of
+	// a parked CPU) to the end of the last broker stage, measured
+	// messages only.
 	Latency Hist
 	// InputWaitMeanNs is the mean time measured messages waited outside
 	// the broker (a GC pause, a full queue) before entering.
@@ -119,6 +120,7 @@ type engine struct {
 	w0, w1     float64
 	busy       []float64
 	spin       float64 // polling before parking, inside the window
+	read0      float64 // when the first stage, woken, reads next
 	waitSum    float64
 	r          *Result
 }
@@ -219,7 +221,7 @@ func (e *engine) admit() {
 	for e.gateOpen() && e.next < e.total && e.a.at(e.next) <= e.now {
 		i := e.next
 		e.next++
-		tok := token{idx: i, arrive: e.a.at(i), entry: e.now}
+		tok := token{idx: i, arrive: e.a.at(i), entry: max(e.now, e.read0)}
 		e.inBroker++
 		e.r.MaxInBroker = max(e.r.MaxInBroker, e.inBroker)
 		if i >= e.first && i < e.end {
