@@ -17,6 +17,7 @@ import (
 	"github.com/brokertrace/brokertrace/model/jmva"
 	"github.com/brokertrace/brokertrace/model/lqn"
 	"github.com/brokertrace/brokertrace/model/qpme"
+	"github.com/brokertrace/brokertrace/model/sim"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -43,8 +44,13 @@ type exportResult struct {
 	Pattern     string    `json:"pattern"`
 	Burst       int       `json:"burst,omitempty"`
 	WhatIf      []float64 `json:"whatif_rates,omitempty"`
-	Files       []string  `json:"files"`
-	Warnings    []string  `json:"warnings"`
+	// BrokerUtil is the broker's utilisation the models state at Rate
+	// (U = Σ λ·D over the broker's stages, as JMVA solves it exactly);
+	// MeasuredUtil the sweep's at the step of that rate and pattern.
+	BrokerUtil   float64  `json:"broker_util"`
+	MeasuredUtil *float64 `json:"measured_broker_util,omitempty"`
+	Files        []string `json:"files"`
+	Warnings     []string `json:"warnings"`
 }
 
 func newExportCmd() *cobra.Command {
@@ -119,6 +125,10 @@ func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
 	if err := chooseRate(&cal, f, &res); err != nil {
 		return withCode(exitUsage, err)
 	}
+	if err := addWakeStage(&cal, &res); err != nil {
+		return withCode(exitUsage, err)
+	}
+	statedUtil(&cal, &res)
 	out := f.out
 	if out == "" {
 		out = filepath.Dir(path)
@@ -184,6 +194,42 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 	return nil
 }
 
+// addWakeStage gives the exported models, which have mean demands only,
+// the calibrated model's CPU per message for its wake-ups and polling at
+// the export's rate as a stage of its own, before the outside stages.
+func addWakeStage(cal *recfile.Calibration, res *exportResult) error {
+	ns, err := sim.WakeDemandNs(cal, res.Rate, res.Pattern, res.Burst)
+	if err != nil || ns <= 0 {
+		return err
+	}
+	st := recfile.CalStage{Name: "wake-ups", Role: "wake", MeanNs: ns,
+		Derivation: fmt.Sprintf("the simulated model's CPU for wake-ups and polling per message at %s %g msg/s", res.Pattern, res.Rate)}
+	i := slices.IndexFunc(cal.Stages, func(s recfile.CalStage) bool { return s.Role == "outside" })
+	if i < 0 {
+		i = len(cal.Stages)
+	}
+	cal.Stages = slices.Insert(cal.Stages, i, st)
+	res.Warnings = append(res.Warnings, fmt.Sprintf("stage wake-ups (%.0f ns per message) is the cost per wake-up at %g msg/s only: the what-if rates keep it, though the broker wakes less per message at higher rates", ns, res.Rate))
+	return nil
+}
+
+// statedUtil is the broker's utilisation the exported models state at
+// their rate, beside the sweep's at that rate and pattern.
+func statedUtil(cal *recfile.Calibration, res *exportResult) {
+	for _, s := range cal.Stages {
+		if s.Role != "outside" {
+			res.BrokerUtil += res.Rate * s.MeanNs / 1e9
+		}
+	}
+	for _, s := range cal.Steps {
+		if s.Status == recfile.SweepDone && s.RateAsked == res.Rate && (s.Pattern == res.Pattern || s.Pattern == "" && res.Pattern == qpme.PatternRegular) {
+			u := s.BrokerUtil
+			res.MeasuredUtil = &u
+			return
+		}
+	}
+}
+
 // exportFormat writes one format's files into out.
 func exportFormat(format string, cal *recfile.Calibration, src fs.FS, out *outdir.Dir, f exportFlags, res *exportResult) error {
 	var buf bytes.Buffer
@@ -231,6 +277,11 @@ func printExport(cmd *cobra.Command, res *exportResult, asJSON bool) error {
 		fmt.Fprintf(w, ", bursts of %d", res.Burst)
 	}
 	fmt.Fprintf(w, "; times in seconds\n")
+	fmt.Fprintf(w, "broker utilisation the models state at that rate: %.3f", res.BrokerUtil)
+	if m := res.MeasuredUtil; m != nil {
+		fmt.Fprintf(w, " (measured %.3f: %+.1f pp)", *m, 100*(res.BrokerUtil-*m))
+	}
+	fmt.Fprintln(w)
 	for _, p := range res.Files {
 		fmt.Fprintf(w, "wrote %s\n", p)
 	}
