@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"math"
 	"net"
 	"os"
 	"os/exec"
@@ -257,5 +258,28 @@ func TestWakeCostKnown(t *testing.T) {
 		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+15 {
 			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 15 µs of read and write calls", d/1e3, perMsg, perMsg)
 		}
+	}
+}
+
+// The fit recovers costs that made the points exactly, and refuses points
+// that cannot tell messages from wake-ups or give a negative cost.
+func TestFitThroughOrigin(t *testing.T) {
+	const d, w = 3e-6, 20e-6 // s per message, per wake-up
+	var pts []wakePoint
+	for i, r := range []struct{ msgs, wakesPerMsg float64 }{{2000, 3}, {5000, 2.9}, {10000, 1.8}, {20000, 1}, {40000, 0.5}, {5000, 0.3}} {
+		v := r.msgs * r.wakesPerMsg
+		pts = append(pts, wakePoint{step: i, msgs: r.msgs, wakes: v, util: d*r.msgs + w*v})
+	}
+	gd, gw, ok := fitThroughOrigin(pts)
+	if !ok || math.Abs(gd-d) > 1e-12 || math.Abs(gw-w) > 1e-12 {
+		t.Errorf("fit %v, %v (ok %v), want %v, %v", gd, gw, ok, d, w)
+	}
+	same := []wakePoint{{msgs: 1000, wakes: 3000, util: 0.1}, {msgs: 2000, wakes: 6000, util: 0.2}}
+	if _, _, ok := fitThroughOrigin(same); ok {
+		t.Error("a constant number of wake-ups per message was separated")
+	}
+	neg := []wakePoint{{msgs: 1000, wakes: 3000, util: 0.01}, {msgs: 2000, wakes: 1000, util: 0.5}}
+	if d, w, ok := fitThroughOrigin(neg); ok {
+		t.Errorf("accepted %v, %v: a negative cost", d, w)
 	}
 }
