@@ -111,6 +111,7 @@ docs/predict.md describes the model as simulated.`,
 	fl.Uint64Var(&opt.Seed, "seed", 1, "random seed: the same seed gives the same prediction")
 	fl.StringVar(&demand, "demand", "empirical", "stage demands: empirical (the calibration's samples), exponential or deterministic (their means)")
 	fl.IntVar(&opt.QueueCapacity, "queue-capacity", predict.DefaultQueueCapacity, "messages inside the broker beyond which arrivals wait (flow control); 0: unbounded")
+	fl.StringVar(&opt.Against, "against", "", "compare with this other sweep of the same broker (its rates, patterns and measurements) instead of the calibration's own: the model judged on what it was not fitted to")
 	fl.StringVar(&out, "out", "", "directory for prediction.json, prediction.html, plots/ (default: the calibration's)")
 	fl.BoolVar(&asJSON, "json", false, "print prediction.json on stdout instead of the table")
 	fl.BoolVar(&noReport, "no-report", false, "write prediction.json only, no page or plots")
