@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		runRelay()
 		return
 	}
+	if spec := os.Getenv(burnEnv); spec != "" {
+		runBurner(spec)
+		return
+	}
 	code := m.Run()
 	if bin, err := build(); err == nil {
 		os.RemoveAll(filepath.Dir(bin))
