@@ -192,15 +192,17 @@ func TestSweepFindsQuotaKnee(t *testing.T) {
 	// rate is the knee reported; and 5% for the 1 s windows' noise and
 	// the quota's enforcement.
 	lo, hi := sw.Steps[*k.Unsaturated], sw.Steps[*k.Saturated]
-	// The bounds: the search stops with the first saturated rate asked
-	// within (hi - lo) of the highest unsaturated one, whose achieved rate
-	// is the knee reported, so it may fall that far short of the truth;
-	// and 5% for the 1 s windows' noise and the quota's enforcement. Above,
-	// throttling only lowers the CPU per message (lines waiting while the
-	// broker is throttled come many to a read), never below the burn: the
-	// knee is at most quota / burn, + 5%.
+	// The bounds. Below: the search stops with the first saturated rate
+	// asked within (hi - lo) of the highest unsaturated one, whose
+	// achieved rate is the knee reported, so it may fall that far short;
+	// 5% for the 1 s windows' noise and the quota's enforcement; and 10%
+	// for throttling's own cost: a throttled broker's threads are switched
+	// out at each period's end and woken at the next (about 20 switches
+	// per message at 240 msg/s instead of 4; 9% more CPU per message
+	// measured). Above: no message costs less than its burn, so the knee
+	// is at most quota / burn, + 5%.
 	resolution := (hi.RateAsked - lo.RateAsked) / want
-	floor, ceiling := want*(1-resolution-0.05), quota/(burnUs*1e-6)*1.05
+	floor, ceiling := want*(1-resolution-0.15), quota/(burnUs*1e-6)*1.05
 	t.Logf("quota %.2f CPU, %.0f µs CPU per message at %.0f msg/s unthrottled (burn %d µs): predicted knee %.0f msg/s; found %.0f msg/s (%s), first saturated asked %.0f (achieved %.0f); bounds %.0f to %.0f msg/s",
 		quota, perMsg*1e6, st.RateAchieved, burnUs, want, k.Rate, lo.Dir, hi.RateAsked, hi.RateAchieved, floor, ceiling)
 	if k.Rate < floor || k.Rate > ceiling {
@@ -236,4 +238,82 @@ func checkPhases(t *testing.T, sw *recfile.Sweep) {
 	if lo, hi := sw.Steps[*k.Unsaturated], sw.Steps[*k.Saturated]; lo.Saturated || !hi.Saturated || lo.RateAsked >= hi.RateAsked || k.Rate != lo.RateAchieved {
 		t.Errorf("knee %+v: want the highest unsaturated step below the first saturated one", k)
 	}
+}
+
+// natsSweep runs a sweep of nats-server, started by the sweep on CPU 0
+// with the load on CPU 1 (as the issue measured it), and returns its
+// directory, sweep.json and what it printed.
+func natsSweep(t *testing.T, bin string, more ...string) (string, *recfile.Sweep, string) {
+	t.Helper()
+	port := strconv.Itoa(testutil.FreePort(t, "127.0.0.1"))
+	out := filepath.Join(t.TempDir(), "nats")
+	args := append([]string{"sweep", "--url", "nats://127.0.0.1:" + port, "--cpus", "0", "--load-cpus", "1",
+		"--out", out, "--no-report"}, more...)
+	args = append(append(args, shortStep...), "--", "nats-server", "-a", "127.0.0.1", "-p", port)
+	b, err := exec.Command(bin, args...).CombinedOutput()
+	t.Logf("sweep %s:\n%s", strings.Join(more, " "), b)
+	if err != nil {
+		t.Fatalf("sweep: %v", err)
+	}
+	return out, readSweep(t, out), string(b)
+}
+
+// TestCalibrateRefusesLossySweep drives a step's losses up for real (a
+// ring of one page, the recorder at SCHED_IDLE) and checks that the sweep counts them as meta.json
+// does and says so, and that calibrate refuses the step by name (exit
+// 2), then the unsaturated sweep, and calibrates when allowed both.
+func TestCalibrateRefusesLossySweep(t *testing.T) {
+	bin := binary(t)
+	out, sw, printed := natsSweep(t, bin, "--rates", "20000", "--record-flag=--ring-size=4096", "--record-flag=--priority=idle")
+	st := sw.Steps[0]
+	var m recfile.Meta
+	if err := recfile.ReadJSON(filepath.Join(out, st.Dir), recfile.MetaFile, &m); err != nil {
+		t.Fatal(err)
+	}
+	c := m.Probe.Stats
+	if c.DroppedEvents == 0 || st.MarkersLost != c.DroppedMarkers+c.CarryLost || st.DroppedEvents < c.DroppedEvents+c.Missed ||
+		st.Losses["probe.counters.dropped"] != c.DroppedEvents {
+		t.Fatalf("step: %d markers lost, %d events dropped, losses %v; meta.json: %d dropped with %d markers: want them counted",
+			st.MarkersLost, st.DroppedEvents, st.Losses, c.DroppedEvents, c.DroppedMarkers)
+	}
+	if want := fmt.Sprintf("%d markers lost", st.MarkersLost); !strings.Contains(printed, want) || !strings.Contains(printed, "LOSSY") {
+		t.Errorf("the progress line does not say %q and LOSSY", want)
+	}
+	calibrate := func(want int, says string, flags ...string) {
+		t.Helper()
+		b, err := exec.Command(bin, append([]string{"calibrate", out}, flags...)...).CombinedOutput()
+		if code := exitCode(err); code != want || !strings.Contains(string(b), says) {
+			t.Errorf("calibrate %v: exit %d, want %d saying %q:\n%s", flags, code, want, says, b)
+		}
+		if want == 2 && strings.Count(strings.TrimSpace(string(b)), "\n") > 0 {
+			t.Errorf("calibrate %v: more than one line:\n%s", flags, b)
+		}
+	}
+	calibrate(2, fmt.Sprintf("step 0 (regular 20000 msg/s: %d markers lost, %d events dropped)", st.MarkersLost, st.DroppedEvents))
+	calibrate(2, "no regular step saturated", "--allow-lossy")
+	calibrate(0, "peak_throughput", "--allow-lossy", "--allow-unsaturated")
+}
+
+// TestSweepLosslessAtKnee finds nats-server's knee on this machine and
+// checks that the sweep's recorder kept up there: no marker lost, no
+// event dropped. It then records the knee's rate once more with the
+// placement sweeps used before (record's SCHED_IDLE and 16 MiB ring on
+// the load's CPU) and logs what that lost.
+func TestSweepLosslessAtKnee(t *testing.T) {
+	bin := binary(t)
+	_, sw, _ := natsSweep(t, bin, "--from", "100000", "--refine", "2")
+	k := sw.Knee
+	if k == nil || !k.Found {
+		t.Fatalf("no knee found: %+v\n%s", k, stepLines(sw))
+	}
+	for _, st := range sw.Steps {
+		t.Logf("%s (%s): achieved %.0f, saturated %v: %d markers lost, %d events dropped %v", st.Dir, st.Phase, st.RateAchieved, st.Saturated, st.MarkersLost, st.DroppedEvents, st.Losses)
+	}
+	if st := sw.Steps[*k.Unsaturated]; st.Lossy() {
+		t.Errorf("at the knee, %s: %d markers lost, %d events dropped %v; want none (recorder: %s)", st.Dir, st.MarkersLost, st.DroppedEvents, st.Losses, sw.Recorder)
+	}
+	rate := fmt.Sprint(sw.Steps[*k.Unsaturated].RateAsked)
+	_, old, _ := natsSweep(t, bin, "--rates", rate, "--record-flag=--priority=idle", "--record-flag=--ring-size=16777216")
+	st := old.Steps[0]
+	t.Logf("the old placement at %s msg/s: achieved %.0f, %d markers lost, %d events dropped %v", rate, st.RateAchieved, st.MarkersLost, st.DroppedEvents, st.Losses)
 }
