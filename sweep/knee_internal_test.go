@@ -3,9 +3,12 @@ package sweep
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -88,5 +91,53 @@ func TestKneeNotes(t *testing.T) {
 	k := knee(ladder, []recfile.SweepStep{{Index: 0, Dir: "step-00-regular-100", Pattern: PatternRegular, RateAsked: 100, RateAchieved: 100, Status: recfile.SweepDone}})
 	if k.Found || k.Saturated != nil || *k.Unsaturated != 0 || math.Abs(k.Rate-100) > 0 {
 		t.Errorf("unsaturated ladder: %+v", k)
+	}
+}
+
+// TestResumeSearch: an interrupted knee search keeps its done steps with
+// complete files, up to the first that is not, drops the rest and their
+// directories, and then chooses the same next rate as before.
+func TestResumeSearch(t *testing.T) {
+	dir := t.TempDir()
+	o := recfile.SweepOptions{Search: true, From: 1000, Factor: 2, Refine: 3, Behind: 0.95, Pattern: PatternRegular}
+	steps := simulate(o, 3500, nil) // 1000, 2000, 4000 (saturated), 3000, 3500, …
+	out, err := outdir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	for i, st := range steps {
+		d, err := out.Sub(st.Dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i != 3 { // step 3's files are incomplete: the search resumes there
+			must(t, recfile.WriteJSON(d, recfile.MetaFile, &recfile.Meta{}, outdir.FilePerm))
+		}
+		must(t, recfile.WriteJSON(d, recfile.LoadJSONFile, &recfile.LoadSummary{}, outdir.FilePerm))
+		d.Close()
+	}
+	must(t, recfile.WriteJSON(out, recfile.SweepFile, &recfile.Sweep{Options: o, Steps: steps, Runs: 1}, outdir.SecretPerm))
+	sw, err := resume(Config{Out: dir, Options: o}, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sw.Steps) != 3 || sw.Runs != 2 {
+		t.Fatalf("resumed with %d steps, run %d; want the 3 before the incomplete one, run 2", len(sw.Steps), sw.Runs)
+	}
+	for _, st := range steps[3:] {
+		if _, err := os.Stat(filepath.Join(dir, st.Dir)); !os.IsNotExist(err) {
+			t.Errorf("%s kept (%v): want it removed", st.Dir, err)
+		}
+	}
+	if next := nextSearch(o, sw.Steps); len(next) != 1 || next[0].Dir != steps[3].Dir {
+		t.Errorf("next %+v, want %s again", next, steps[3].Dir)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -45,6 +45,7 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 		return nil, err
 	}
 	_, sw.Recorder = cfg.recorderFlags()
+	sw.Knee = knee(cfg.Options, sw.Steps) // of the steps a resumed sweep kept
 	s := &sweeper{cfg: cfg, out: out, sw: sw}
 	if len(cfg.Options.Command) > 0 {
 		b, err := startBroker(cfg.Options, out, cfg.Grace)
@@ -273,7 +274,6 @@ func resumeSearch(dir string, out *outdir.Dir, fresh *recfile.Sweep, old []recfi
 	}
 	if keep > 0 {
 		fresh.Steps = old[:keep]
-		fresh.Knee = knee(fresh.Options, fresh.Steps)
 	}
 	return nil
 }
