@@ -72,7 +72,8 @@ step LOSSY, and brokertrace calibrate refuses lossy steps.
 
 OUT/sweep.json is rewritten after every step. Rerunning the same command
 with the same --out resumes: steps done with complete files are kept, the
-others run again; other options are refused unless --restart. Ctrl-C ends
+others run again (a knee search goes on from its done steps as it would
+have); other options are refused unless --restart. Ctrl-C ends
 the running step with complete files and marks it failed (a rerun redoes it).
 
 At the end it writes OUT/report.html, OUT/plots/*.dat and *.gp: actual vs
