@@ -50,6 +50,12 @@ type Options struct {
 	// from the rate of peak utilisation to the peak (c: the CPU one real
 	// switch costs the broker), when the sweep shows one.
 	PenaltiesMeasured bool
+	// AllowLossy calibrates from steps whose recordings lost markers or
+	// events (refused otherwise), with a warning for each.
+	AllowLossy bool
+	// AllowUnsaturated calibrates from a sweep none of whose steps of
+	// Pattern saturated (refused otherwise), with a warning.
+	AllowUnsaturated bool
 	// Version is written into calibration.json.
 	Version string
 	// Now stamps calibration.json (tests fix it).

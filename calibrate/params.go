@@ -57,6 +57,12 @@ func (c *calibration) run(dir string) error {
 			c.warn("step %d's recording: %s", s.Index, w)
 		}
 	}
+	if err := c.checkLossless(c.opt.AllowLossy); err != nil {
+		return err
+	}
+	if err := c.checkSaturated(c.opt.AllowUnsaturated); err != nil {
+		return err
+	}
 	if c.cal.CPUs > 1 {
 		c.warn("the broker could run on %d CPUs: demand_per_msg = 1/peak is the demand of one CPU's worth only if the peak was bound by one CPU; pin the broker (sweep --cpus) for the paper's model", c.cal.CPUs)
 	}

@@ -2,11 +2,13 @@ package collect
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -628,5 +630,32 @@ func TestReadingGaps(t *testing.T) {
 		"110,210,0,0.500000,0.500000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.500000\n"
 	if rows != want {
 		t.Fatalf("cpu_cores.csv rows:\n%s\nwant:\n%s", rows, want)
+	}
+}
+
+// TestGroupQuota: a quota is written as the kernel takes it (µs over the
+// period: cpu.cfs_quota_us and cpu.cfs_period_us on v1, cpu.max on
+// cgroup2), and one below the kernel's 1 ms is ErrBadQuota before any
+// cgroup is made.
+func TestGroupQuota(t *testing.T) {
+	testutil.RequireRoot(t, "creates cgroups")
+	g := newGroup(t, GroupOptions{Quota: 0.25, Period: 10 * time.Millisecond})
+	if g.Quota != 0.25 || g.Period != 10*time.Millisecond {
+		t.Errorf("group quota %v over %v", g.Quota, g.Period)
+	}
+	var got []string
+	for _, d := range g.Dirs {
+		for _, f := range []string{"cpu.cfs_quota_us", "cpu.cfs_period_us", "cpu.max"} {
+			if b, err := os.ReadFile(filepath.Join(d, f)); err == nil {
+				got = append(got, f+"="+strings.TrimSpace(string(b)))
+			}
+		}
+	}
+	want := map[string][]string{"v1": {"cpu.cfs_quota_us=2500", "cpu.cfs_period_us=10000"}, "v2": {"cpu.max=2500 10000"}}[g.Version]
+	if !slices.Equal(got, want) {
+		t.Errorf("%s quota files %v, want %v", g.Version, got, want)
+	}
+	if _, err := NewGroup(GroupOptions{Quota: 0.05, Period: 10 * time.Millisecond}); !errors.Is(err, ErrBadQuota) {
+		t.Errorf("0.05 CPU over 10 ms: %v, want ErrBadQuota", err)
 	}
 }

@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -39,6 +40,10 @@ type Group struct {
 	Path    string   // the cgroup path under the hierarchy's mount: /brokertrace/run-PID-RANDOM
 	Dirs    []string // the directories created: one per v1 hierarchy (cpu, cpuacct, cpuset), or the cgroup2 one
 	CPUs    string   // cpuset.cpus, "" when the CPUs were left alone
+	// Quota is the CPU time the group may use, in CPUs' worth, over each
+	// Period (0: unlimited).
+	Quota  float64
+	Period time.Duration
 
 	v1      cgroup1.Cgroup
 	v2      *cgroup2.Manager
@@ -51,16 +56,48 @@ type GroupOptions struct {
 	// processes may run on; "" leaves them unrestricted.
 	CPUs string
 
+	// Quota caps the group's CPU time at this many CPUs' worth (cpu.max on
+	// cgroup2, cpu.cfs_quota_us over cpu.cfs_period_us on v1): a broker
+	// throttled to a known capacity, e.g. to test that a sweep finds where
+	// it saturates. 0 leaves the CPU time unlimited. The kernel accepts
+	// quotas of at least 1 ms per period.
+	Quota float64
+	// Period is the quota's accounting period; 0 is DefaultQuotaPeriod.
+	// A shorter period throttles in finer slices: the broker is stopped
+	// for less time at once, so fewer messages queue up and get handled
+	// in one cheaper batch after each throttle.
+	Period time.Duration
+
 	// version forces "v1" or "v2"; by default v1 is used when a v1
 	// cpuacct hierarchy is mounted (legacy and hybrid hosts), else cgroup2.
 	version string
 }
 
+// DefaultQuotaPeriod is the kernel's default cpu.cfs_period_us.
+const DefaultQuotaPeriod = 100 * time.Millisecond
+
+// ErrBadQuota is wrapped by NewGroup's error when the quota is out of
+// the kernel's range or the host has no CPU controller to enforce it.
+var ErrBadQuota = errors.New("bad CPU quota")
+
+// quota is the quota and period in µs, as both cgroup versions take them.
+func (o GroupOptions) quota() (quota int64, period uint64, err error) {
+	if o.Quota == 0 {
+		return 0, 0, nil
+	}
+	p := cmp.Or(o.Period, DefaultQuotaPeriod)
+	quota = int64(o.Quota * float64(p.Microseconds()))
+	if !(o.Quota > 0) || quota < 1000 || p < time.Millisecond || p > time.Second {
+		return 0, 0, fmt.Errorf("%w: %g CPUs over %v: give a period of 1ms to 1s and a quota of at least 1ms in it", ErrBadQuota, o.Quota, p)
+	}
+	return quota, uint64(p.Microseconds()), nil
+}
+
 // NewGroup creates a fresh cgroup under GroupParent: on v1 in the cpu and
 // cpuacct hierarchies, and in cpuset when CPUs is set (its cpuset.mems
 // copied from the parent); on cgroup2 one directory with the cpu controller
-// (when the host delegates it) and cpuset when CPUs is set. Delete removes
-// it.
+// (when the host delegates it) and cpuset when CPUs is set. With a Quota
+// the cpu controller is required. Delete removes it.
 func NewGroup(opts GroupOptions) (*Group, error) {
 	l := discover("")
 	version := opts.version
@@ -77,16 +114,23 @@ func NewGroup(opts GroupOptions) (*Group, error) {
 	if version == "v2" && l.unified == nil {
 		return nil, fmt.Errorf("%w: no cgroup2 hierarchy is mounted", ErrNoCgroup)
 	}
+	quota, period, err := opts.quota()
+	if err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		var suffix [4]byte
 		rand.Read(suffix[:])
 		path := fmt.Sprintf("/%s/run-%d-%s", GroupParent, os.Getpid(), hex.EncodeToString(suffix[:]))
 		g := &Group{Version: version, Path: path, CPUs: opts.CPUs}
+		if quota > 0 {
+			g.Quota, g.Period = opts.Quota, time.Duration(period)*time.Microsecond
+		}
 		var err error
 		if version == "v1" {
-			err = g.createV1()
+			err = g.createV1(quota, period)
 		} else {
-			err = g.createV2(l.unified.mount)
+			err = g.createV2(l.unified.mount, quota, period)
 		}
 		if err == nil {
 			return g, nil
@@ -106,7 +150,7 @@ type pather interface {
 	Path(path string) string
 }
 
-func (g *Group) createV1() error {
+func (g *Group) createV1(quota int64, period uint64) error {
 	all, err := cgroup1.Default()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrNoCgroup, err)
@@ -119,7 +163,7 @@ func (g *Group) createV1() error {
 	for _, name := range want {
 		i := slices.IndexFunc(all, func(s cgroup1.Subsystem) bool { return s.Name() == name })
 		if i < 0 {
-			if name == cgroup1.Cpu {
+			if name == cgroup1.Cpu && quota == 0 {
 				continue // only accounting (cpuacct) is needed
 			}
 			return fmt.Errorf("%w: no v1 %s hierarchy is mounted", ErrNoCgroup, name)
@@ -133,6 +177,9 @@ func (g *Group) createV1() error {
 		}
 	}
 	res := &specs.LinuxResources{CPU: &specs.LinuxCPU{Cpus: g.CPUs}}
+	if quota > 0 {
+		res.CPU.Quota, res.CPU.Period = &quota, &period
+	}
 	cg, err := cgroup1.New(cgroup1.StaticPath(g.Path), res, cgroup1.WithHierarchy(func() ([]cgroup1.Subsystem, error) { return subs, nil }))
 	if err != nil {
 		if g.CPUs != "" && (errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ERANGE)) {
@@ -144,7 +191,7 @@ func (g *Group) createV1() error {
 	return nil
 }
 
-func (g *Group) createV2(mount string) error {
+func (g *Group) createV2(mount string, quota int64, period uint64) error {
 	dir := filepath.Join(mount, g.Path)
 	parent := filepath.Dir(dir)
 	if err := os.MkdirAll(parent, 0o755); err != nil {
@@ -163,6 +210,8 @@ func (g *Group) createV2(mount string) error {
 	var enable []string
 	if slices.Contains(avail, "cpu") {
 		enable = append(enable, "cpu")
+	} else if quota > 0 {
+		return fmt.Errorf("%w: the cpu controller is not available in %s (controllers: %s)", ErrBadQuota, mount, strings.Join(avail, " "))
 	}
 	if g.CPUs != "" {
 		if !slices.Contains(avail, "cpuset") {
@@ -183,6 +232,11 @@ func (g *Group) createV2(mount string) error {
 	if g.CPUs != "" {
 		if err := m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Cpus: g.CPUs}}); err != nil {
 			return fmt.Errorf("%w: the kernel refused cpuset.cpus %q (%v); this host's CPUs are %s", ErrBadCPUs, g.CPUs, err, hostCPUs())
+		}
+	}
+	if quota > 0 {
+		if err := m.Update(&cgroup2.Resources{CPU: &cgroup2.CPU{Max: cgroup2.NewCPUMax(&quota, &period)}}); err != nil {
+			return fmt.Errorf("%w: the kernel refused cpu.max %d %d: %v", ErrBadQuota, quota, period, err)
 		}
 	}
 	return nil

@@ -16,9 +16,16 @@ type Sweep struct {
 	// Steps holds every step planned, in the order run; a step not yet run
 	// has Status "pending".
 	Steps []SweepStep `json:"steps"`
-	// SaturatedAt is the index in Steps of the first step whose achieved
-	// rate fell behind the asked rate; absent when none did.
+	// SaturatedAt is the index in Steps of the first step (in the order
+	// run) whose achieved rate fell behind the asked rate; absent when
+	// none did.
 	SaturatedAt *int `json:"saturated_at,omitempty"`
+	// Knee is where the broker starts to fall behind, from the steps of
+	// the first pattern: absent before a step is done.
+	Knee *SweepKnee `json:"knee,omitempty"`
+	// Recorder says how every step's `brokertrace record` was placed (its
+	// --priority and --self-cpus) so that it keeps up with the load.
+	Recorder string `json:"recorder,omitempty"`
 	// Scheduler holds the kernel's time-slice settings while the sweep ran.
 	Scheduler SchedSettings `json:"scheduler"`
 	// Broker says how the broker lived through the sweep: "started once"
@@ -32,6 +39,32 @@ type Sweep struct {
 	Runs     int      `json:"runs"`
 	Warnings []string `json:"warnings"`
 }
+
+// Phases of SweepStep.Phase.
+const (
+	SweepSearch = "search"
+	SweepRefine = "refine"
+)
+
+// SweepKnee is where a sweep's broker saturates: between the highest
+// rate it kept up with and the lowest it fell behind at.
+type SweepKnee struct {
+	// Found: some step saturated and some step below it did not.
+	Found bool `json:"found"`
+	// Unsaturated is the step with the highest asked rate below Saturated
+	// that kept up, and Rate its achieved rate: the knee as measured.
+	Unsaturated *int    `json:"unsaturated_step,omitempty"`
+	Rate        float64 `json:"rate"`
+	// Saturated is the step with the lowest asked rate that fell behind.
+	Saturated         *int    `json:"saturated_step,omitempty"`
+	SaturatedAsked    float64 `json:"saturated_asked,omitempty"`
+	SaturatedAchieved float64 `json:"saturated_achieved,omitempty"`
+	// Note says in words what was found, or why no knee was.
+	Note string `json:"note"`
+}
+
+// Lossy says whether the step's recording lost markers or events.
+func (s *SweepStep) Lossy() bool { return s.MarkersLost > 0 || s.DroppedEvents > 0 }
 
 // SweepStatus values of SweepStep.Status.
 const (
@@ -62,6 +95,17 @@ type SweepOptions struct {
 	Behind float64 `json:"behind"`
 	// Beyond: keep climbing after saturation.
 	Beyond bool `json:"beyond"`
+	// Search: no ladder was given; the sweep climbs from From, each rate
+	// Factor times the one before, until a step saturates, then bisects
+	// between the last unsaturated rate and the first saturated one, at
+	// most Refine times (Rates is then empty).
+	Search bool    `json:"search,omitempty"`
+	From   float64 `json:"from,omitempty"`
+	Factor float64 `json:"factor,omitempty"`
+	Refine int     `json:"refine,omitempty"`
+	// CPUQuota throttles a broker the sweep starts (run mode) to this
+	// many CPUs' worth (cgroup CPU quota); 0: unthrottled.
+	CPUQuota float64 `json:"cpu_quota,omitempty"`
 	// RecordFlags are passed to every step's `brokertrace record` as given.
 	RecordFlags []string `json:"record_flags,omitempty"`
 }
@@ -73,6 +117,10 @@ type SweepStep struct {
 	Pattern   string  `json:"pattern"`
 	Burst     int     `json:"burst,omitempty"`
 	RateAsked float64 `json:"rate_asked"`
+	// Phase is why a knee search chose the step's rate: SweepSearch (the
+	// climb) or SweepRefine (between the last unsaturated and the first
+	// saturated rate); empty when the rates were given.
+	Phase string `json:"phase,omitempty"`
 	// Status: pending, done, failed, skipped (past saturation).
 	Status string `json:"status"`
 	Error  string `json:"error,omitempty"`
@@ -102,10 +150,17 @@ type SweepStep struct {
 	BytesPerMsgIn    float64 `json:"bytes_per_msg_in"`
 	BytesPerMsgOut   float64 `json:"bytes_per_msg_out"`
 	// Losses over the whole step, never left out: messages the load's
-	// consumer never received, and events the recording lost in the
-	// kernel (meta.json dropped + missed).
-	Missing       int    `json:"missing"`
-	DroppedEvents uint64 `json:"dropped_events"`
+	// consumer never received (Missing), and what the recording lost.
+	// Losses names every loss counter of the step's meta.json that is not
+	// zero ("sockio.dropped_markers", "capture.drops", …); MarkersLost
+	// sums the markers among them (in events the socket probe's ring had
+	// no room for, or split and not kept), DroppedEvents the rest: events,
+	// samples, packets and probe runs lost. A step with either is not a
+	// complete measurement (Lossy).
+	Missing       int               `json:"missing"`
+	MarkersLost   uint64            `json:"markers_lost"`
+	DroppedEvents uint64            `json:"dropped_events"`
+	Losses        map[string]uint64 `json:"losses,omitempty"`
 	// WallNs is how long the step took, recording start to stop.
 	WallNs int64 `json:"wall_ns,omitempty"`
 	// Absent names the summaries the step's files could not give (a

@@ -271,6 +271,8 @@ func sweepHTML(out *outdir.Dir, sw *recfile.Sweep, figs []*figure) error {
 		{"steps", fmt.Sprintf("%s each, %s warm-up and %s cool-down left out; pattern %s%s; %d-byte messages",
 			time.Duration(o.StepNs), time.Duration(o.WarmupNs), time.Duration(o.CooldownNs), o.Pattern, sweepIf(o.Pattern != "regular", fmt.Sprintf(" (bursts of %d)", o.Burst)), o.Size)},
 		{"saturation", sweepSaturation(sw)},
+		{"knee", sweepKnee(sw)},
+		{"recorder", sweepOr(sw.Recorder, "as brokertrace record's defaults and --record-flag")},
 		{"scheduler", sweepSched(sw.Scheduler)},
 		{"started", sw.StartWall + sweepIf(sw.EndWall != "", ", ended "+sw.EndWall) + fmt.Sprintf(" (%d run(s) of the command)", sw.Runs)},
 	}
@@ -293,9 +295,9 @@ func sweepHTML(out *outdir.Dir, sw *recfile.Sweep, figs []*figure) error {
 
 func sweepTable(sw *recfile.Sweep) htmlTable {
 	t := htmlTable{ID: "table-steps", Title: "Steps", Note: "Over each step's measured window. Broker CPU from its cgroup or schedstat (source column); switches per message out of the broker's threads | on its CPUs.",
-		Head: []string{"step", "pattern", "asked/s", "achieved/s", "status", "messages", "broker CPU", "source", "system CPU", "switches/msg", "p50", "p99", "pkts/msg in|out", "bytes/msg in|out", "missing", "dropped"}}
+		Head: []string{"step", "pattern", "asked/s", "achieved/s", "status", "messages", "broker CPU", "source", "system CPU", "switches/msg", "p50", "p99", "pkts/msg in|out", "bytes/msg in|out", "missing", "markers lost", "dropped"}}
 	for _, st := range sw.Steps {
-		status := st.Status + sweepIf(st.Saturated, " (saturated)")
+		status := st.Status + sweepIf(st.Saturated, " (saturated)") + sweepIf(st.Phase != "", ", "+st.Phase) + sweepIf(st.Lossy(), ", LOSSY")
 		row := []string{st.Dir, st.Pattern, fmtNum(st.RateAsked, 0), "", status}
 		if st.Status == recfile.SweepDone {
 			row[3] = fmtNum(st.RateAchieved, 1)
@@ -304,7 +306,7 @@ func sweepTable(sw *recfile.Sweep) htmlTable {
 				fmtNs(float64(st.LatencyNs.P50Ns)), fmtNs(float64(st.LatencyNs.P99Ns)),
 				fmt.Sprintf("%s | %s", fmtNum(st.PacketsPerMsgIn, 2), fmtNum(st.PacketsPerMsgOut, 2)),
 				fmt.Sprintf("%s | %s", fmtNum(st.BytesPerMsgIn, 0), fmtNum(st.BytesPerMsgOut, 0)),
-				fmtCount(int64(st.Missing)), fmtCount(int64(st.DroppedEvents)))
+				fmtCount(int64(st.Missing)), fmtCount(int64(st.MarkersLost)), fmtCount(int64(st.DroppedEvents)))
 		} else {
 			row[4] += sweepIf(st.Error != "", ": "+st.Error)
 			for len(row) < len(t.Head) {
@@ -322,7 +324,14 @@ func sweepSaturation(sw *recfile.Sweep) string {
 	}
 	st := sw.Steps[*sw.SaturatedAt]
 	return fmt.Sprintf("at step %d (%s %s msg/s asked, %s achieved, below %.0f%%)%s", st.Index, st.Pattern, fmtNum(st.RateAsked, 0),
-		fmtNum(st.RateAchieved, 1), 100*sw.Options.Behind, sweepIf(!sw.Options.Beyond, "; the steps after it were skipped"))
+		fmtNum(st.RateAchieved, 1), 100*sw.Options.Behind, sweepIf(!sw.Options.Beyond && !sw.Options.Search, "; the steps after it were skipped"))
+}
+
+func sweepKnee(sw *recfile.Sweep) string {
+	if sw.Knee == nil {
+		return "no step done"
+	}
+	return sweepIf(sw.Options.Search, "searched: ") + sw.Knee.Note
 }
 
 func sweepSched(s recfile.SchedSettings) string {

@@ -27,6 +27,13 @@ type broker struct {
 	grace time.Duration
 }
 
+// quotaPeriod is the period of --cpu-quota: 10 ms rather than the
+// kernel's 100 ms, so that a throttled broker is stopped for tens of ms at
+// most, not most of 100 ms, and fewer messages pile up to be handled in
+// one cheaper batch after each throttle: its capacity stays near quota /
+// CPU per message.
+const quotaPeriod = 10 * time.Millisecond
+
 // serveTimeout bounds a broker's start-up: a JVM broker takes seconds.
 const serveTimeout = 2 * time.Minute
 
@@ -41,10 +48,13 @@ func startBroker(o recfile.SweepOptions, out *outdir.Dir, grace time.Duration) (
 		c.Close()
 		return nil, fmt.Errorf("%w: something already listens on %s: the sweep would measure it, not %s", ErrBroker, addr, o.Command[0])
 	}
-	g, err := collect.NewGroup(collect.GroupOptions{CPUs: o.BrokerCPUs})
+	g, err := collect.NewGroup(collect.GroupOptions{CPUs: o.BrokerCPUs, Quota: o.CPUQuota, Period: quotaPeriod})
 	if err != nil {
-		if errors.Is(err, collect.ErrBadCPUs) {
+		switch {
+		case errors.Is(err, collect.ErrBadCPUs):
 			return nil, fmt.Errorf("%w: --cpus: %v", ErrConfig, err)
+		case errors.Is(err, collect.ErrBadQuota):
+			return nil, fmt.Errorf("%w: --cpu-quota: %v", ErrConfig, err)
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBroker, err)
 	}

@@ -79,9 +79,10 @@ func (c *Config) check() error {
 	if err := c.checkTarget(); err != nil {
 		return err
 	}
+	if err := checkSearch(o); err != nil {
+		return err
+	}
 	switch {
-	case len(o.Rates) == 0:
-		return fmt.Errorf("%w: no rates: give --rates or --from/--to/--steps", ErrConfig)
 	case slices.ContainsFunc(o.Rates, func(r float64) bool { return !(r > 0) || math.IsInf(r, 0) }):
 		return fmt.Errorf("%w: rates must be positive messages per second: %v", ErrConfig, o.Rates)
 	case !slices.Contains([]string{PatternRegular, PatternBursty, PatternBoth}, o.Pattern):
@@ -100,6 +101,28 @@ func (c *Config) check() error {
 	}
 	if o.Pattern == PatternRegular {
 		o.Burst = 0
+	}
+	return nil
+}
+
+// checkSearch checks the rates: given, or a knee search's start, factor
+// and refinements.
+func checkSearch(o *recfile.SweepOptions) error {
+	switch {
+	case !o.Search && len(o.Rates) == 0:
+		return fmt.Errorf("%w: no rates: give --rates, --from/--to/--steps, or no --to to search for the knee", ErrConfig)
+	case !o.Search:
+		return nil
+	case len(o.Rates) > 0:
+		return fmt.Errorf("%w: a knee search chooses its rates: give no --rates", ErrConfig)
+	case !(o.From >= 1) || math.IsInf(o.From, 0):
+		return fmt.Errorf("%w: --from %v: give the search's first rate, at least 1 msg/s", ErrConfig, o.From)
+	case !(o.Factor > 1) || math.IsInf(o.Factor, 0):
+		return fmt.Errorf("%w: --factor %v: the climb needs a factor above 1, e.g. 2", ErrConfig, o.Factor)
+	case o.Refine < 0:
+		return fmt.Errorf("%w: --refine %d: give 0 or more bisections", ErrConfig, o.Refine)
+	case o.Beyond:
+		return fmt.Errorf("%w: --beyond climbs a given ladder past saturation; the knee search stops at the knee", ErrConfig)
 	}
 	return nil
 }
@@ -129,6 +152,9 @@ func (c *Config) checkTarget() error {
 			return fmt.Errorf("%w: cannot run %s: %v", ErrConfig, o.Command[0], err)
 		}
 	}
+	if len(o.Command) == 0 && o.CPUQuota != 0 {
+		return fmt.Errorf("%w: --cpu-quota throttles a broker the sweep starts (after --); an attached broker keeps its cgroup", ErrConfig)
+	}
 	if len(o.Command) == 0 && o.BrokerCPUs != "" {
 		return fmt.Errorf("%w: --cpus pins a broker the sweep starts (after --); an attached broker keeps its CPUs", ErrConfig)
 	}
@@ -148,27 +174,24 @@ func (c *Config) recordTarget(runPID int) []string {
 	return []string{"--name", c.Name}
 }
 
-// plan is every step of the sweep in the order run: each rate, lowest
-// first, once per pattern, regular before bursty, so that Fig. 2's pair
-// at one rate is measured back to back on the same warmed broker.
+// plan is every step of a sweep with given rates in the order run: each
+// rate, lowest first, once per pattern, regular before bursty, so that
+// Fig. 2's pair at one rate is measured back to back on the same warmed
+// broker. A knee search plans its first rate only (nextSearch the rest).
 func plan(o recfile.SweepOptions) []recfile.SweepStep {
-	pats := []string{o.Pattern}
-	if o.Pattern == PatternBoth {
-		pats = []string{PatternRegular, PatternBursty}
+	if o.Search {
+		return nextSearch(o, nil)
 	}
 	var steps []recfile.SweepStep
 	for _, r := range o.Rates {
-		for _, p := range pats {
-			i := len(steps)
-			st := recfile.SweepStep{Index: i, Pattern: p, RateAsked: r, Status: recfile.SweepPending,
-				Dir: fmt.Sprintf("step-%02d-%s-%s", i, p, strconv.FormatFloat(r, 'f', -1, 64))}
-			if p == PatternBursty {
-				st.Burst = o.Burst
-			}
-			steps = append(steps, st)
-		}
+		steps = append(steps, stepsAt(o, len(steps), r, "")...)
 	}
 	return steps
+}
+
+// stepDir names a step's directory: its index, pattern and asked rate.
+func stepDir(i int, pattern string, rate float64) string {
+	return fmt.Sprintf("step-%02d-%s-%s", i, pattern, strconv.FormatFloat(rate, 'f', -1, 64))
 }
 
 // GeometricRates are n rates from lo to hi, each the same factor above

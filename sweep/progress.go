@@ -18,7 +18,7 @@ import (
 type progress struct {
 	w        io.Writer
 	tty      bool
-	total    int // steps this run makes at most
+	total    int // steps this run makes at most; 0: unknown (a knee search)
 	started  int
 	begun    time.Time
 	stepBase time.Duration // a step's expected wall time before one ran
@@ -58,9 +58,9 @@ func (p *progress) begin(st *recfile.SweepStep) {
 	}
 	p.started++
 	start := time.Now()
-	head := fmt.Sprintf("sweep: step %d/%d %s %s msg/s", p.started, p.total, st.Pattern, fmtRate(st.RateAsked))
+	head := p.head(st)
 	if !p.tty {
-		fmt.Fprintf(p.w, "%s: started, about %v left\n", head, p.eta(start, start))
+		fmt.Fprintf(p.w, "%s: started%s\n", head, p.left(start, start))
 		return
 	}
 	p.stopTick = make(chan struct{})
@@ -69,7 +69,7 @@ func (p *progress) begin(st *recfile.SweepStep) {
 		defer t.Stop()
 		for {
 			now := time.Now()
-			p.redraw(fmt.Sprintf("%s: %v in, about %v left", head, now.Sub(start).Round(time.Second), p.eta(now, start)))
+			p.redraw(fmt.Sprintf("%s: %v in%s", head, now.Sub(start).Round(time.Second), p.left(now, start)))
 			select {
 			case <-stop:
 				return
@@ -77,6 +77,24 @@ func (p *progress) begin(st *recfile.SweepStep) {
 			}
 		}
 	}(p.stopTick)
+}
+
+// head names the step: its number of this run's, its phase in a knee
+// search, pattern and rate.
+func (p *progress) head(st *recfile.SweepStep) string {
+	n := fmt.Sprintf("%d/%d", p.started, p.total)
+	if p.total == 0 {
+		n = fmt.Sprintf("%d (%s)", p.started, st.Phase)
+	}
+	return fmt.Sprintf("sweep: step %s %s %s msg/s", n, st.Pattern, fmtRate(st.RateAsked))
+}
+
+// left is ", about T left", or "" when the number of steps is unknown.
+func (p *progress) left(now, stepStart time.Time) string {
+	if p.total == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", about %v left", p.eta(now, stepStart))
 }
 
 func (p *progress) redraw(s string) {
@@ -98,7 +116,7 @@ func (p *progress) end(st *recfile.SweepStep) {
 		p.redraw("")
 		fmt.Fprint(p.w, "\r")
 	}
-	fmt.Fprintf(p.w, "sweep: step %d/%d %s %s msg/s: %s (%v, %v elapsed)\n", p.started, p.total, st.Pattern, fmtRate(st.RateAsked),
+	fmt.Fprintf(p.w, "%s: %s (%v, %v elapsed)\n", p.head(st),
 		StepLine(st), time.Duration(st.WallNs).Round(100*time.Millisecond), time.Since(p.begun).Round(time.Second))
 }
 
@@ -114,8 +132,13 @@ func StepLine(st *recfile.SweepStep) string {
 	s := fmt.Sprintf("achieved %s msg/s, broker %.3f CPU (%s), system %.3f, p50 %v p99 %v, %.2f|%.2f switches/msg",
 		fmtRate(st.RateAchieved), st.BrokerUtil, st.BrokerUtilSource, st.SystemUtil,
 		time.Duration(st.LatencyNs.P50Ns), time.Duration(st.LatencyNs.P99Ns), st.SwitchesPerMsgThreads, st.SwitchesPerMsgCPUs)
-	if st.Missing > 0 || st.DroppedEvents > 0 {
-		s += fmt.Sprintf(", %d messages missing, %d events dropped", st.Missing, st.DroppedEvents)
+	if st.Missing > 0 || st.Lossy() {
+		// Losses of the recording beside the load's: a step whose
+		// consumer got every message may still have lost most markers.
+		s += fmt.Sprintf(", %d messages missing, %d markers lost, %d events dropped", st.Missing, st.MarkersLost, st.DroppedEvents)
+	}
+	if st.Lossy() {
+		s += " — LOSSY"
 	}
 	if st.Saturated {
 		s += " — SATURATED"

@@ -44,6 +44,8 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 	if err != nil {
 		return nil, err
 	}
+	_, sw.Recorder = cfg.recorderFlags()
+	sw.Knee = knee(cfg.Options, sw.Steps) // of the steps a resumed sweep kept
 	s := &sweeper{cfg: cfg, out: out, sw: sw}
 	if len(cfg.Options.Command) > 0 {
 		b, err := startBroker(cfg.Options, out, cfg.Grace)
@@ -57,7 +59,11 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 	if err := s.write(); err != nil {
 		return sw, err
 	}
-	s.prog = newProgress(cfg.Progress, s.pending(), time.Duration(cfg.Options.StepNs))
+	total := s.pending()
+	if cfg.Options.Search {
+		total = 0 // the search decides as it goes
+	}
+	s.prog = newProgress(cfg.Progress, total, time.Duration(cfg.Options.StepNs))
 	err = s.steps(ctx)
 	sw.EndWall = time.Now().UTC().Format(time.RFC3339)
 	if werr := s.write(); err == nil {
@@ -66,15 +72,18 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 	return sw, err
 }
 
-// steps runs every step not done yet, stopping the climb after the first
-// saturated one unless Beyond.
+// steps runs every step not done yet: the given ladder's, stopping the
+// climb after the first saturated step unless Beyond, or the knee
+// search's, chosen one rate at a time.
 func (s *sweeper) steps(ctx context.Context) error {
-	o := s.cfg.Options
+	if s.cfg.Options.Search {
+		return s.search(ctx)
+	}
 	s.sw.SaturatedAt = nil
 	lastErr := ""
 	for i := range s.sw.Steps {
 		st := &s.sw.Steps[i]
-		if s.sw.SaturatedAt != nil && !o.Beyond {
+		if s.sw.SaturatedAt != nil && !s.cfg.Options.Beyond {
 			if st.Status != recfile.SweepDone {
 				*st = recfile.SweepStep{Index: st.Index, Dir: st.Dir, Pattern: st.Pattern, Burst: st.Burst, RateAsked: st.RateAsked,
 					Status: recfile.SweepSkipped, Error: fmt.Sprintf("past saturation at step %d", *s.sw.SaturatedAt)}
@@ -82,18 +91,8 @@ func (s *sweeper) steps(ctx context.Context) error {
 			continue
 		}
 		if st.Status != recfile.SweepDone {
-			if err := ctx.Err(); err != nil {
-				return fmt.Errorf("%w before step %d", ErrInterrupted, i)
-			}
-			if s.broker != nil && s.broker.exited() {
-				return fmt.Errorf("%w: %s exited during the sweep (see %s)", ErrBroker, o.Command[0], filepath.Join(s.cfg.Out, "broker.log"))
-			}
-			s.runStep(ctx, st)
-			if err := s.write(); err != nil {
+			if err := s.runPending(ctx, st); err != nil {
 				return err
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("%w during step %d (%s); rerun the same command to resume", ErrInterrupted, i, st.Dir)
 			}
 			if st.Status == recfile.SweepFailed && lastErr == st.Error {
 				// The same failure twice in a row is no passing hiccup
@@ -110,6 +109,65 @@ func (s *sweeper) steps(ctx context.Context) error {
 	return s.write()
 }
 
+// search runs the knee search: the steps planned so far, then those
+// nextSearch chooses from them, until it chooses none. A failed step
+// stops the search, whose next rate depends on it; a rerun retries it.
+func (s *sweeper) search(ctx context.Context) error {
+	s.saturation()
+	for {
+		i := slices.IndexFunc(s.sw.Steps, func(st recfile.SweepStep) bool { return st.Status != recfile.SweepDone })
+		if i < 0 {
+			next := nextSearch(s.cfg.Options, s.sw.Steps)
+			if len(next) == 0 {
+				return s.write()
+			}
+			s.sw.Steps = append(s.sw.Steps, next...)
+			continue
+		}
+		st := &s.sw.Steps[i]
+		if err := s.runPending(ctx, st); err != nil {
+			return err
+		}
+		if st.Status == recfile.SweepFailed {
+			return fmt.Errorf("step %d (%s) failed, and the knee search needs its result: rerun the same command to retry it: %s", i, st.Dir, st.Error)
+		}
+		s.saturation()
+		if err := s.write(); err != nil {
+			return err
+		}
+	}
+}
+
+// runPending runs a step not done yet and rewrites sweep.json; its error
+// ends the sweep (interrupted, the broker gone, sweep.json unwritable).
+func (s *sweeper) runPending(ctx context.Context, st *recfile.SweepStep) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w before step %d", ErrInterrupted, st.Index)
+	}
+	if s.broker != nil && s.broker.exited() {
+		return fmt.Errorf("%w: %s exited during the sweep (see %s)", ErrBroker, s.cfg.Options.Command[0], filepath.Join(s.cfg.Out, "broker.log"))
+	}
+	s.runStep(ctx, st)
+	s.sw.Knee = knee(s.cfg.Options, s.sw.Steps)
+	if err := s.write(); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("%w during step %d (%s); rerun the same command to resume", ErrInterrupted, st.Index, st.Dir)
+	}
+	return nil
+}
+
+// saturation sets a knee search's SaturatedAt (its first done step that
+// saturated: the search runs its steps in order) and Knee.
+func (s *sweeper) saturation() {
+	s.sw.SaturatedAt = nil
+	if i := slices.IndexFunc(s.sw.Steps, func(st recfile.SweepStep) bool { return st.Status == recfile.SweepDone && st.Saturated }); i >= 0 {
+		s.sw.SaturatedAt = &s.sw.Steps[i].Index
+	}
+	s.sw.Knee = knee(s.cfg.Options, s.sw.Steps)
+}
+
 // runStep runs one step and fills it, never returning an error: a step
 // that fails is marked so, and the sweep goes on (a rerun retries it).
 func (s *sweeper) runStep(ctx context.Context, st *recfile.SweepStep) {
@@ -119,7 +177,7 @@ func (s *sweeper) runStep(ctx context.Context, st *recfile.SweepStep) {
 	if s.broker != nil {
 		pid = s.broker.pid
 	}
-	fresh := recfile.SweepStep{Index: st.Index, Dir: st.Dir, Pattern: st.Pattern, Burst: st.Burst, RateAsked: st.RateAsked}
+	fresh := recfile.SweepStep{Index: st.Index, Dir: st.Dir, Pattern: st.Pattern, Burst: st.Burst, RateAsked: st.RateAsked, Phase: st.Phase}
 	*st = fresh
 	err := s.measure(ctx, st, pid)
 	st.WallNs = time.Since(start).Nanoseconds()
@@ -187,12 +245,37 @@ func resume(cfg Config, out *outdir.Dir) (*recfile.Sweep, error) {
 	}
 	fresh.StartWall, fresh.Runs = old.StartWall, old.Runs+1
 	fresh.Warnings = append(fresh.Warnings, old.Warnings...)
+	if cfg.Options.Search {
+		return fresh, resumeSearch(cfg.Out, out, fresh, old.Steps)
+	}
 	for i, st := range old.Steps {
 		if i < len(fresh.Steps) && st.Dir == fresh.Steps[i].Dir && st.Status == recfile.SweepDone && complete(stepPath(cfg.Out, &st)) {
 			fresh.Steps[i] = st
 		}
 	}
 	return fresh, nil
+}
+
+// resumeSearch keeps the steps of an interrupted knee search up to its
+// first step not done with complete files, and removes the directories of
+// the rest: the search chooses the next rate from the done steps alone,
+// so it goes on as the interrupted run would have, and reruns from there.
+func resumeSearch(dir string, out *outdir.Dir, fresh *recfile.Sweep, old []recfile.SweepStep) error {
+	keep := slices.IndexFunc(old, func(st recfile.SweepStep) bool {
+		return st.Status != recfile.SweepDone || !complete(stepPath(dir, &st))
+	})
+	if keep < 0 {
+		keep = len(old)
+	}
+	for _, st := range old[keep:] {
+		if err := out.RemoveAll(st.Dir); err != nil {
+			return err
+		}
+	}
+	if keep > 0 {
+		fresh.Steps = old[:keep]
+	}
+	return nil
 }
 
 // optionsDiff names the options that differ ("" when none does).

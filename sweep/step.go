@@ -138,11 +138,8 @@ type recording struct{ *child }
 func (s *sweeper) startRecord(ctx context.Context, dir *outdir.Dir, runPID int) (*recording, error) {
 	argv := append([]string{s.cfg.Exe, "record"}, s.cfg.recordTarget(runPID)...)
 	argv = append(argv, "--out", dir.Path(), "--quiet")
-	if o := s.cfg.Options; o.LoadCPUs != "" && !hasFlag(o.RecordFlags, "self-cpus") {
-		// brokertrace's own threads beside the load, off the broker's CPUs.
-		argv = append(argv, "--self-cpus", o.LoadCPUs)
-	}
-	argv = append(argv, s.cfg.Options.RecordFlags...)
+	place, _ := s.cfg.recorderFlags()
+	argv = append(append(argv, place...), s.cfg.Options.RecordFlags...)
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err

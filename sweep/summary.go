@@ -66,7 +66,9 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
 		return err
 	}
-	st.DroppedEvents = meta.Probe.Stats.DroppedEvents + meta.Probe.Stats.Missed
+	if err := losses(dir, st); err != nil {
+		return err
+	}
 	st.Warnings = append(st.Warnings, meta.Warnings...)
 	if ld.Error != "" {
 		st.Warnings = append(st.Warnings, "load: "+ld.Error)

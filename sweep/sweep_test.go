@@ -36,6 +36,10 @@ func TestMain(m *testing.M) {
 		runRelay()
 		return
 	}
+	if spec := os.Getenv(burnEnv); spec != "" {
+		runBurner(spec)
+		return
+	}
 	code := m.Run()
 	if bin, err := build(); err == nil {
 		os.RemoveAll(filepath.Dir(bin))
@@ -587,6 +591,11 @@ func TestSweepBadInput(t *testing.T) {
 		{"bad scheme", []string{"--url", "kafka://x:1", "--port", "1", "--rates", "100"}, 2, `scheme "kafka"`},
 		{"no window", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--rates", "100", "--step", "1s"}, 2, "measured window"},
 		{"bad behind", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--rates", "100", "--behind", "1.5"}, 2, "--behind"},
+		{"factor with rates", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--rates", "100", "--factor", "3"}, 2, "knee search"},
+		{"bad factor", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--factor", "1"}, 2, "--factor"},
+		{"beyond a search", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--beyond"}, 2, "--beyond"},
+		{"quota attached", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--cpu-quota", "0.5"}, 2, "--cpu-quota throttles"},
+		{"tiny quota", []string{"--url", "nats://127.0.0.1:" + free, "--cpu-quota", "0.01", "--", "nats-server", "-p", free}, 2, "--cpu-quota"},
 		{"cpus attached", []string{"--url", "nats://127.0.0.1:1", "--port", "1", "--rates", "100", "--cpus", "1"}, 2, "--cpus pins"},
 		{"no such command", []string{"--url", "nats://127.0.0.1:" + free, "--rates", "100", "--", "/no/such/broker"}, 2, "cannot run /no/such/broker"},
 		{"exits at once", []string{"--url", "nats://127.0.0.1:" + free, "--rates", "100", "--", "false"}, 3, "exited before it listened"},

@@ -36,7 +36,17 @@ default.
 It writes calibration.json (--out, by default SWEEPDIR/calibration.json),
 demand_<stage>.txt (one demand_ns per line) and pauses.csv beside it, and
 prints the parameters, or the calibration as JSON with --json.
-docs/calibration.md explains every parameter.`,
+docs/calibration.md explains every parameter.
+
+It refuses (exit 2, one line naming them) steps whose recordings lost
+markers or events (sweep.json markers_lost, dropped_events): sweep them again,
+or give --allow-lossy. It refuses a sweep none of whose --pattern steps
+saturated, whose peak is a rate the broker kept up with rather than its
+capacity: sweep on to the knee (brokertrace sweep without --rates and --to
+finds it), or give --allow-unsaturated.
+
+Exit status: 0 calibrated; 1 failed; 2 bad flags or bad input (no sweep,
+steps of different brokers, lossy steps, a sweep that never saturated).`,
 		Example: `  # Calibrate a sweep; writes sweep1/calibration.json
   brokertrace calibrate sweep1
 
@@ -49,6 +59,10 @@ docs/calibration.md explains every parameter.`,
   # Other tasks share the broker's CPU: count only irq and softirq time
   # as the CPU spent outside the broker
   brokertrace calibrate sweep1 --system-share-from irq
+
+  # A sweep whose 300000 msg/s step lost markers, or that stopped below
+  # the knee: calibrate anyway, each with a warning in calibration.json
+  brokertrace calibrate sweep1 --allow-lossy --allow-unsaturated
 
   # Take stage demands from the steps within 80% of the peak, count
   # stalls of 2 ms as pauses, write elsewhere
@@ -94,6 +108,8 @@ docs/calibration.md explains every parameter.`,
 	f.DurationVar(&opt.PauseMin, "pause-min", calibrate.DefaultPauseMin, "the shortest stall (no read while bytes wait in the socket) counted as a pause")
 	f.Float64Var(&opt.Penalties, "switch-penalties", 0, "k, context-switch penalties per message at the rate of peak utilisation (0: one per timed place of the model)")
 	f.BoolVar(&opt.PenaltiesMeasured, "penalties-measured", false, "k = the measured drop in context switches per message from the rate of peak utilisation to the peak, so that c is the cost of one real switch (default: one per timed place, as ICPE'14)")
+	f.BoolVar(&opt.AllowLossy, "allow-lossy", false, "calibrate from steps whose recordings lost markers or events (sweep.json markers_lost, dropped_events; refused by default, exit 2), with a warning for each")
+	f.BoolVar(&opt.AllowUnsaturated, "allow-unsaturated", false, "calibrate from a sweep none of whose --pattern steps saturated (refused by default, exit 2): the peak is then only a lower bound of the capacity")
 	f.BoolVar(&asJSON, "json", false, "print calibration.json on stdout instead of the table")
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -49,13 +50,30 @@ after --, started ONCE for the whole sweep in a cgroup of its own, pinned to
 --cpus, and stopped at the end (as a long-running broker is; a JVM broker's
 JIT warms up once). The load is pinned to --load-cpus.
 
-A step whose achieved rate is below --behind × the asked rate is saturated;
-the steps after it are skipped unless --beyond. With --pattern both every
-rate runs regular, then bursty.
+A step whose achieved rate is below --behind × the asked rate is saturated.
+With --rates or --from/--to/--steps the rates are given, and the steps after
+the first saturated one are skipped unless --beyond. With neither --rates
+nor --to, sweep finds the knee itself: it climbs from --from (default 1000
+msg/s), each rate --factor times the one before, until a step saturates,
+then bisects between the highest rate kept up with and the lowest that
+saturated, --refine times at most (fewer once they are within 5%), and
+stops. sweep.json marks each step's phase (search or refine) and says where
+the knee is (knee: the highest unsaturated achieved rate, the first
+saturated step). With --pattern both every rate runs regular, then bursty;
+the regular step decides.
+
+Every step's recorder is placed so that it keeps up with the load: at
+normal priority (record's default SCHED_IDLE starves beside a load running
+flat out), with a 64 MiB ring, on the CPUs free of broker and load, else on
+the load's (--record-flag overrides each). Each step counts what its
+recording lost (markers lost, events dropped: every loss counter of its
+meta.json, in sweep.json's losses); the progress line says so and marks the
+step LOSSY, and brokertrace calibrate refuses lossy steps.
 
 OUT/sweep.json is rewritten after every step. Rerunning the same command
 with the same --out resumes: steps done with complete files are kept, the
-others run again; other options are refused unless --restart. Ctrl-C ends
+others run again (a knee search goes on from its done steps as it would
+have); other options are refused unless --restart. Ctrl-C ends
 the running step with complete files and marks it failed (a rerun redoes it).
 
 At the end it writes OUT/report.html, OUT/plots/*.dat and *.gp: actual vs
@@ -68,7 +86,16 @@ Exit status: 0 every step done (saturated or not); 1 a step failed or the
 sweep was interrupted (rerun to resume); 2 bad flags or options that differ
 from the stored sweep; 3 the broker could not be started or reached; 4 not
 root or the kernel lacks a feature.`,
-		Example: `  # nats-server started by the sweep on CPU 1, load on CPU 0, 10 rates
+		Example: `  # Find nats-server's knee: broker on CPU 0, load on CPU 1, climb from
+  # 20000 msg/s, regular and bursty at each rate
+  sudo brokertrace sweep --url nats://127.0.0.1:4222 --cpus 0 --load-cpus 1 \
+      --from 20000 --pattern both --step 8s --out nats-knee -- nats-server -a 127.0.0.1 -p 4222
+
+  # The same broker throttled to a quarter CPU, a finer search
+  sudo brokertrace sweep --url nats://127.0.0.1:4222 --cpus 0 --load-cpus 1 --cpu-quota 0.25 \
+      --from 2000 --factor 1.5 --refine 4 --out nats-quarter -- nats-server -a 127.0.0.1 -p 4222
+
+  # A given ladder: 10 rates from 1000 to 100000 msg/s
   sudo brokertrace sweep --url nats://127.0.0.1:4222 --cpus 1 --load-cpus 0 \
       --from 1000 --to 100000 --steps 10 --out nats-sweep -- nats-server -a 127.0.0.1 -p 4222
 
@@ -87,9 +114,11 @@ root or the kernel lacks a feature.`,
 	fl.IntVar(&f.cfg.Port, "port", 0, "attach to the broker listening on this TCP port")
 	fl.StringVar(&f.cfg.Name, "name", "", "attach to the broker with this process name")
 	fl.Float64SliceVar(&o.Rates, "rates", nil, "rates in msg/s, comma-separated, in the order run (lowest first)")
-	fl.Float64Var(&f.from, "from", 0, "with --to and --steps: the lowest rate of a geometric ladder")
+	fl.Float64Var(&f.from, "from", 0, "the lowest rate of a geometric ladder (with --to and --steps), or the knee search's first rate (without --to; default 1000)")
 	fl.Float64Var(&f.to, "to", 0, "the highest rate of the geometric ladder")
 	fl.IntVar(&f.steps, "steps", 0, "how many rates the geometric ladder has")
+	fl.Float64Var(&o.Factor, "factor", sweep.DefaultFactor, "knee search: each climbing rate is this many times the one before")
+	fl.IntVar(&o.Refine, "refine", sweep.DefaultRefine, "knee search: at most this many bisections between the last rate kept up with and the first saturated one (fewer once they are within 5%)")
 	fl.StringVar(&o.Pattern, "pattern", sweep.PatternRegular, "regular, bursty or both (each rate regular then bursty)")
 	fl.IntVar(&o.Burst, "burst", 10, "messages per burst (bursty)")
 	fl.IntVar(&o.Size, "size", 975, "message body bytes, marker included")
@@ -98,9 +127,10 @@ root or the kernel lacks a feature.`,
 	fl.DurationVar(&f.cool, "cooldown", time.Second, "end of each step's sending left out of its summary")
 	fl.DurationVar(&f.cfg.Drain, "drain", 5*time.Second, "after each step's last send, how long the load waits for outstanding messages")
 	fl.StringVar(&o.BrokerCPUs, "cpus", "", "run mode: pin the broker to these CPUs (cpuset list: 1 or 0-3,6)")
-	fl.StringVar(&o.LoadCPUs, "load-cpus", "", "pin the load (and brokertrace record's own threads) to these CPUs")
+	fl.StringVar(&o.LoadCPUs, "load-cpus", "", "pin the load to these CPUs; brokertrace record's own threads run on the CPUs free of broker and load, else on these")
+	fl.Float64Var(&o.CPUQuota, "cpu-quota", 0, "run mode: throttle the broker to this many CPUs' worth (its cgroup's CPU quota over 10 ms periods; at least 0.1): a smaller machine, or a knee of known place")
 	fl.Float64Var(&o.Behind, "behind", 0.95, "a step whose achieved rate is below this share of the asked rate is saturated")
-	fl.BoolVar(&o.Beyond, "beyond", false, "keep climbing after a saturated step")
+	fl.BoolVar(&o.Beyond, "beyond", false, "keep climbing a given ladder after a saturated step")
 	fl.StringArrayVar(&o.RecordFlags, "record-flag", nil, "pass this flag to every step's brokertrace record (repeat: --record-flag=--capture=false)")
 	fl.StringVar(&f.cfg.Out, "out", "", "sweep directory (default brokertrace-sweep-YYYYMMDD-HHMMSS)")
 	fl.BoolVar(&f.cfg.Restart, "restart", false, "start over when --out holds a sweep asked with other options")
@@ -150,6 +180,7 @@ func runSweep(cmd *cobra.Command, f *sweepFlags, args []string) error {
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(sw)
 	}
+	sweepEnd(cmd, sw)
 	if err != nil {
 		return withCode(sweepCode(err), err)
 	}
@@ -159,20 +190,54 @@ func runSweep(cmd *cobra.Command, f *sweepFlags, args []string) error {
 	return nil
 }
 
-// sweepRates sets the rates from --rates or the geometric ladder.
+// sweepRates sets the rates from --rates or the geometric ladder, or
+// asks for the knee search when neither --rates nor --to is given.
 func sweepRates(cmd *cobra.Command, f *sweepFlags) error {
-	ladder := cmd.Flags().Changed("from") || cmd.Flags().Changed("to") || cmd.Flags().Changed("steps")
+	fl := cmd.Flags()
+	o := &f.cfg.Options
+	ladder := fl.Changed("to") || fl.Changed("steps")
+	searchOnly := fl.Changed("factor") || fl.Changed("refine")
 	switch {
-	case ladder && len(f.cfg.Options.Rates) > 0:
+	case (ladder || fl.Changed("from")) && len(o.Rates) > 0:
 		return withCode(exitUsage, errors.New("sweep: give either --rates or --from/--to/--steps"))
+	case searchOnly && (ladder || len(o.Rates) > 0):
+		return withCode(exitUsage, errors.New("sweep: --factor and --refine shape the knee search, which runs when neither --rates nor --to is given"))
 	case ladder:
 		r, err := sweep.GeometricRates(f.from, f.to, f.steps)
 		if err != nil {
 			return withCode(exitUsage, err)
 		}
-		f.cfg.Options.Rates = r
+		o.Rates = r
+	case len(o.Rates) == 0:
+		o.Search, o.From = true, f.from
+		if o.From == 0 {
+			o.From = sweep.DefaultFrom
+		}
+	}
+	if !o.Search {
+		o.Factor, o.Refine = 0, 0
 	}
 	return nil
+}
+
+// sweepEnd prints where the knee is and which steps lost events.
+func sweepEnd(cmd *cobra.Command, sw *recfile.Sweep) {
+	if sw == nil {
+		return
+	}
+	w := cmd.ErrOrStderr()
+	if sw.Knee != nil {
+		fmt.Fprintf(w, "brokertrace: knee: %s\n", sw.Knee.Note)
+	}
+	var lossy []string
+	for _, st := range sw.Steps {
+		if st.Status == recfile.SweepDone && st.Lossy() {
+			lossy = append(lossy, fmt.Sprintf("%d (%d markers lost, %d events dropped)", st.Index, st.MarkersLost, st.DroppedEvents))
+		}
+	}
+	if len(lossy) > 0 {
+		fmt.Fprintf(w, "brokertrace: sweep: the recordings of steps %s lost events: calibrate refuses them unless told (--allow-lossy)\n", strings.Join(lossy, ", "))
+	}
 }
 
 func sweepCode(err error) int {
