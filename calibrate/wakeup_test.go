@@ -237,8 +237,8 @@ func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs flo
 // CPU time per wake-up and per message spends. The relay's own costs
 // (read and write calls, the kernel's switch) come on top of what it
 // burns, so the truth is the difference between a relay that burns
-// nothing per wake-up and one that burns 150 µs: the fitted cost per
-// wake-up must grow by those 150 µs, and the cost per message stay at
+// nothing per wake-up and one that burns 300 µs: the fitted cost per
+// wake-up must grow by those 300 µs, and the cost per message stay at
 // what both burn per line plus the same small overhead.
 func TestWakeCostKnown(t *testing.T) {
 	testutil.RequireRoot(t, "records the relay with eBPF probes")
@@ -248,15 +248,17 @@ func TestWakeCostKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(filepath.Dir(bin))
-	const perMsg, spin = 40, 150
+	const perMsg, spin = 40, 300
 	d0, w0 := fitRelay(t, bin, 0, perMsg)
 	d1, w1 := fitRelay(t, bin, spin, perMsg)
 	if got := (w1 - w0) / 1e3; got < 0.9*spin || got > 1.1*spin {
 		t.Errorf("cost per wake-up grew by %.1f µs with %d µs burnt per wake-up (%.1f → %.1f µs): want %d ± 10%%", got, spin, w0/1e3, w1/1e3, spin)
 	}
 	for _, d := range []float64{d0, d1} {
-		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+15 {
-			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 15 µs of read and write calls", d/1e3, perMsg, perMsg)
+		// The read and write calls cost 7 µs a line here, and a few more
+		// after a long burn has left the caches cold.
+		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+20 {
+			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 20 µs of read and write calls", d/1e3, perMsg, perMsg)
 		}
 	}
 }

@@ -1,62 +1,160 @@
 #!/usr/bin/env bash
-# The ICPE'14 loop on this machine, end to end: platform constants, an
-# ActiveMQ sweep (broker pinned to the last CPU, STOMP load on CPU 0, regular
-# arrivals), the §4.4 calibration (with the platform's quantum), the model
-# files, and the prediction beside the measurement. Prints the
-# predicted-vs-measured table the README shows (OUT/model-activemq.md) and
-# the sweep's wall time (goal: 10 rates in under 5 minutes).
+# The model loop on three brokers, end to end, each pinned to CPU 0 with
+# the load on CPU 1: a sweep that finds the broker's knee itself (regular
+# and bursty arrivals at each rate), the calibration on the regular steps,
+# the model files, and the prediction beside the measurement. The bursty
+# steps were not used to calibrate, and a second sweep of the same broker
+# with another ladder (fractions of the knee the first found), run later,
+# is predicted with --against: the model is judged on what it was not
+# fitted to. Prints, per broker, the predicted-vs-measured tables the
+# README shows (OUT/model-BROKER.md) and the loop's wall time (goal: under
+# 5 minutes per broker).
 #
-#   sudo scripts/model-bench.sh [OUT]     (default: brokertrace-model)
+#   sudo scripts/model-bench.sh [OUT] [BROKER...]   (default: brokertrace-model nats activemq rabbitmq)
 #
-# FROM, TO, STEPS, STEP override the ladder (default 1000..24000 msg/s, 10
-# rates, 20s steps); PLATFORM_FLAGS the platform run (e.g. --quick).
+# STEP (default 6s) is each step's length; FROM the knee search's first rate.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
 out="${1:-$top/brokertrace-model}"
+shift || true
+brokers=("$@")
+[ ${#brokers[@]} -gt 0 ] || brokers=(nats activemq rabbitmq)
 [ "$(id -u)" = 0 ] || { echo "model-bench: run as root" >&2; exit 4; }
 [ -x "$bt" ] || { echo "model-bench: build first (make build)" >&2; exit 1; }
 mkdir -p "$out"
+step=${STEP:-6s}
+common=(--cpus 0 --load-cpus 1 --pattern both --step "$step" --warmup 2s)
 
-# shellcheck disable=SC2086
-"$bt" platform ${PLATFORM_FLAGS:-} --out "$out/platform"
+# broker_cmd BROKER BASE: the URL, then the command that runs the broker in
+# the foreground, one word per line.
+broker_cmd() {
+	local base=$2
+	mkdir -p "$base"
+	case $1 in
+	nats)
+		printf '%s\n' nats://127.0.0.1:14222 nats-server -a 127.0.0.1 -p 14222
+		;;
+	activemq)
+		mkdir -p "$base/conf" "$base/data"
+		cat >"$base/conf/activemq.xml" <<XML
+<beans xmlns="http://www.springframework.org/schema/beans"
+  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
+  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
+  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
+  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="bench" useJmx="false"
+      persistent="false" useShutdownHook="false" dataDirectory="$base/data">
+    <plugins><simpleAuthenticationPlugin anonymousAccessAllowed="false"><users>
+      <authenticationUser username="admin" password="admin" groups="users,admins"/>
+    </users></simpleAuthenticationPlugin></plugins>
+    <transportConnectors><transportConnector name="stomp" uri="stomp://127.0.0.1:61613"/></transportConnectors>
+  </broker>
+</beans>
+XML
+		printf 'log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\nlog4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n' >"$base/conf/log4j.properties"
+		printf '%s\n' 'stomp://admin:admin@127.0.0.1:61613' /usr/bin/java -Xms128m -Xmx512m "-Xlog:gc:file=$base/gc.log:time" \
+			-Djava.net.preferIPv4Stack=true --add-reads=java.xml=java.logging
+		for m in java.base/java.security java.base/java.net java.base/java.lang java.base/java.util java.naming/javax.naming.spi \
+			java.rmi/sun.rmi.transport.tcp java.base/java.util.concurrent java.base/java.util.concurrent.atomic; do
+			printf '%s\n' --add-opens "$m=ALL-UNNAMED"
+		done
+		printf '%s\n' "-Dactivemq.classpath=$base/conf" -Dactivemq.home=/usr/share/activemq "-Dactivemq.base=$base" \
+			"-Dactivemq.conf=$base/conf" "-Dactivemq.data=$base/data" -jar /usr/share/activemq/bin/activemq.jar start \
+			"xbean:file:$base/conf/activemq.xml"
+		;;
+	rabbitmq)
+		# A node of its own: its files under BASE, its own epmd (started
+		# below), the Erlang VM in the foreground (exec'd by the script).
+		rm -rf "$base/mnesia"
+		mkdir -p "$base/home" "$base/mnesia" "$base/log"
+		printf 'listeners.tcp.default = 127.0.0.1:15672\nloopback_users = none\n' >"$base/rabbitmq.conf"
+		echo '[].' >"$base/enabled_plugins"
+		: >"$base/rabbitmq-env.conf"
+		printf '%s\n' amqp://guest:guest@127.0.0.1:15672/ env "HOME=$base/home" ERL_EPMD_PORT=14369 \
+			"RABBITMQ_CONF_ENV_FILE=$base/rabbitmq-env.conf" RABBITMQ_NODENAME=bench@localhost RABBITMQ_DIST_PORT=14370 \
+			"RABBITMQ_MNESIA_BASE=$base/mnesia" "RABBITMQ_LOG_BASE=$base/log" RABBITMQ_LOGS=- \
+			"RABBITMQ_CONFIG_FILE=$base/rabbitmq.conf" "RABBITMQ_ENABLED_PLUGINS_FILE=$base/enabled_plugins" \
+			RUNNING_UNDER_SYSTEMD=1 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false" /usr/lib/rabbitmq/bin/rabbitmq-server
+		;;
+	*)
+		echo "model-bench: broker $1: give nats, activemq or rabbitmq" >&2
+		exit 2
+		;;
+	esac
+}
 
-t0=$(date +%s)
-PATTERN=regular FROM="${FROM:-1000}" TO="${TO:-24000}" STEPS="${STEPS:-10}" STEP="${STEP:-20s}" \
-	"$top/scripts/sweep.sh" "$out" activemq
-t1=$(date +%s)
-echo "model-bench: the sweep took $((t1 - t0)) s (goal: under 300 s for 10 rates)"
+# sweep BROKER DIR LADDER...: one sweep of the broker, started for it.
+sweep() {
+	local b=$1 dir=$2
+	shift 2
+	mapfile -t cmd < <(broker_cmd "$b" "$out/$b-base")
+	local url=${cmd[0]} extra=()
+	[ "$b" = activemq ] && extra=(--record-flag=--id-ttl=60s --grace 30s)
+	"$bt" sweep --url "$url" "${common[@]}" "${extra[@]}" "$@" --out "$dir" -- "${cmd[@]:1}"
+}
 
-# The GC threshold and pause from the JVM's GC log, as the paper read them;
-# c per measured switch (the simulated model pays it per switch it makes);
-# the utilisation plateau where it is within 10% of its highest (the
-# broker's utilisation near the peak wanders by more than 5% between steps).
-"$bt" calibrate --platform "$out/platform/platform.json" --gc-log "$out/activemq-base/gc.log" \
-	--penalties-measured --plateau 0.9 "$out/activemq"
-"$bt" export --out "$out/activemq" "$out/activemq/calibration.json"
-"$bt" predict --pattern regular --out "$out/activemq" "$out/activemq/calibration.json"
+# knee DIR: the highest rate a regular step of the sweep achieved below
+# saturation.
+knee() {
+	python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1] + "/sweep.json"))
+ok = [x["rate_achieved"] for x in s["steps"] if x.get("status") == "done" and x["pattern"] == "regular" and not x["saturated"]]
+print("%.0f" % max(ok))' "$1"
+}
 
-python3 - "$out/activemq/prediction.json" "$((t1 - t0))" >"$out/model-activemq.md" <<'PY'
-# The README's table: per rate, measured and predicted throughput, broker
-# CPU utilisation and median latency, with the goals' verdicts.
+table() {
+	python3 - "$@" <<'PY'
+# Per rate and pattern: measured and predicted throughput, broker CPU and
+# latency, with the goals' verdicts; which steps calibrated the model.
 import json, sys
 p = json.load(open(sys.argv[1]))
 us = lambda ns: "%.0f µs" % (ns / 1e3) if ns < 1e7 else "%.1f ms" % (ns / 1e6)
-print("| asked msg/s | measured msg/s | predicted msg/s | broker CPU measured | predicted | error | p50 measured | predicted | ratio |")
-print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| pattern | asked msg/s | measured msg/s | predicted | broker CPU measured | predicted | error | p50 measured | predicted | p99 measured | predicted |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in p["rows"]:
     m, q, e = r.get("measured"), r["predicted"], r.get("errors")
     if not m or not e:
         continue
-    print("| %.0f | %.0f | %.0f | %.1f%% | %.1f%% | %+.1f pp%s | %s | %s | %.2f× |" % (
-        r["rate"], m["throughput"], q["throughput"], 100 * m["broker_util"], 100 * q["broker_util"],
-        e["broker_util_pp"], "" if e["util_checked"] else " (saturated)",
-        us(m["latency"]["p50_ns"]), us(q["latency"]["p50_ns"]), e["median_ratio"]))
-s = p["saturation"]
+    note = "" if e["util_checked"] else " (saturated)"
+    print("| %s | %.0f | %.0f | %.0f | %.1f%% | %.1f%% | %+.1f pp%s | %s | %s | %s | %s |" % (
+        r["pattern"], r["rate"], m["throughput"], q["throughput"], 100 * m["broker_util"], 100 * q["broker_util"],
+        e["broker_util_pp"], note, us(m["latency"]["p50_ns"]), us(q["latency"]["p50_ns"]),
+        us(m["latency"]["p99_ns"]), us(q["latency"]["p99_ns"])))
 print()
-print("Saturation: predicted %.0f msg/s, measured %.0f msg/s (%+.1f%%). The sweep took %s s." % (
-    s["predicted"], s["measured"], s["error_pct"], sys.argv[2]))
 for g in p["goals"]:
     print("- %s: %s — %s" % (g["name"], "met" if g["met"] else "missed", g["detail"]))
 PY
-cat "$out/model-activemq.md"
+}
+
+for b in "${brokers[@]}"; do
+	d="$out/$b"
+	rm -rf "$d" "$d-2" "$d-cv"
+	[ "$b" = rabbitmq ] && { epmd -port 14369 -address 127.0.0.1 -daemon || true; }
+	t0=$(date +%s)
+	sweep "$b" "$d" --from "${FROM:-1000}"
+	cal=(--allow-lossy)
+	[ "$b" = activemq ] && cal+=(--gc-log "$out/$b-base/gc.log")
+	"$bt" calibrate "${cal[@]}" "$d"
+	"$bt" export --out "$d" "$d/calibration.json"
+	"$bt" predict --out "$d" "$d/calibration.json"
+	t1=$(date +%s)
+	k=$(knee "$d")
+	rates=$(python3 -c "import sys; k=float(sys.argv[1]); print(','.join('%.0f' % (f*k) for f in (0.15, 0.35, 0.55, 0.75, 0.9, 1.1)))" "$k")
+	sweep "$b" "$d-2" --rates "$rates" --beyond
+	"$bt" predict --against "$d-2" --out "$d-cv" "$d/calibration.json"
+	{
+		echo "### $b: calibrated on the regular steps of its first sweep (knee $k msg/s)"
+		echo
+		table "$d/prediction.json"
+		echo
+		echo "### $b: the same model against a second sweep ($rates msg/s)"
+		echo
+		table "$d-cv/prediction.json"
+		echo
+		"$bt" export --out "$d" "$d/calibration.json" | sed -n 2p | sed 's/^/model.jmva: /'
+		echo
+		echo "The loop (sweep to the knee, calibrate, export, predict) took $((t1 - t0)) s (goal: under 300 s)."
+	} >"$out/model-$b.md"
+	cat "$out/model-$b.md"
+done
