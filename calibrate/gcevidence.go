@@ -52,6 +52,16 @@ func gcEvidence(steps []*step) (map[int]busy, string) {
 	return out, ""
 }
 
+// gcStintsDropped is the stints of GC/VM threads the scheduler source
+// left out of a step's gc_stints.csv (meta.json
+// sources.sched.meta.gc_stints_dropped): pauses during them may be taken
+// for stalls.
+func gcStintsDropped(s *step) int {
+	m, _ := s.meta.Sources["sched"].Meta.(map[string]any)
+	n, _ := m["gc_stints_dropped"].(float64)
+	return int(n)
+}
+
 // merge turns stints, of any threads, into the spans during which at
 // least one ran.
 func merge(stints []recfile.GCStintRow) busy {

@@ -37,6 +37,11 @@ func (c *calibration) pauses() error {
 	if ev != nil {
 		p.Evidence = recfile.GCStintsFile
 	}
+	for _, s := range steps {
+		if n := gcStintsDropped(s); n > 0 && ev != nil {
+			c.warn("step %d: %d on-CPU stints of the JVM's GC threads were not recorded (%s's bound): GC pauses during them may be classified stall", s.Index, n, recfile.GCStintsFile)
+		}
+	}
 	var rows []recfile.CalPauseRow
 	var gcBetween []float64
 	acc := map[string]*classAcc{}
@@ -85,7 +90,7 @@ func (c *calibration) pauseWarnings(arrive bool, why string) {
 	if p.NoArrive > 0 {
 		c.warn("%d messages had no t_arrive_ns: the stalls before them were not checked for pauses", p.NoArrive)
 	}
-	if arrive && why != "" && p.GCLog == "" {
+	if arrive && why != "" && p.GCLog == "" && p.Count > 0 {
 		c.warn("%d pause(s) found, but %s: none is taken for a GC pause, gc_threshold_msgs and gc_pause are 0 (give the JVM's log with --gc-log)", p.Count, why)
 	}
 }
