@@ -49,6 +49,12 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 // event is something the test did to the JVM, with when (CLOCK_MONOTONIC).
 type event struct{ start, end int64 }
 
+// forced is a forced GC: when jcmd ran, and the pause the GC log gave.
+type forced struct {
+	jcmd event
+	dur  time.Duration
+}
+
 // TestCalibrateJVMPauses: ActiveMQ under load, swept for one step. In the
 // step's measured window the test forces a full GC (jcmd GC.run, with live
 // data on the heap so that it lasts over PauseMin), then stops the JVM
@@ -81,9 +87,11 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	}
 	waitAttached(t, filepath.Join(out, "step-00-regular-"+jvmRate, "record.log"))
 	time.Sleep(2500 * time.Millisecond) // past the warm-up
-	gc, gcDur := forceGC(t, a.PID(), gcLog)
-	time.Sleep(2 * time.Second)
-	stop := sigstop(t, a.PID(), max(gcDur, jvmStopMin))
+	gc1 := forceGC(t, a.PID(), gcLog)
+	time.Sleep(1500 * time.Millisecond)
+	stop := sigstop(t, a.PID(), max(gc1.dur, jvmStopMin))
+	time.Sleep(1500 * time.Millisecond)
+	gc2 := forceGC(t, a.PID(), gcLog)
 	if err := sw.Wait(); err != nil {
 		t.Fatalf("sweep: %v\n%s", err, serr.String())
 	}
@@ -91,7 +99,7 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkJVMPauses(t, out, cal, gc, gcDur, stop, gcLog)
+	checkJVMPauses(t, out, cal, []forced{gc1, gc2}, stop, gcLog)
 }
 
 // jcmd runs a diagnostic command in the JVM.
@@ -129,7 +137,7 @@ var fullGCLine = regexp.MustCompile(`Pause Full \(Diagnostic Command\).* ([0-9.]
 
 // forceGC runs a full GC and returns when jcmd ran and how long the GC
 // log says the pause was.
-func forceGC(t *testing.T, pid int, gcLog string) (event, time.Duration) {
+func forceGC(t *testing.T, pid int, gcLog string) forced {
 	t.Helper()
 	var ev event
 	ev.start = monotime.Now()
@@ -144,7 +152,7 @@ func forceGC(t *testing.T, pid int, gcLog string) (event, time.Duration) {
 		t.Fatalf("no forced full GC in the GC log:\n%s", b)
 	}
 	ms, _ := strconv.ParseFloat(m[len(m)-1][1], 64)
-	return ev, time.Duration(ms * 1e6)
+	return forced{ev, time.Duration(ms * 1e6)}
 }
 
 // sigstop stops the JVM for d.
@@ -175,16 +183,16 @@ func waitAttached(t *testing.T, path string) {
 	t.Fatalf("%s: not attached within 60 s", path)
 }
 
-// checkJVMPauses checks the classes of the pauses over the two events,
-// the model's GC parameters, and every gc pause against the GC log.
-func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gc event, gcDur time.Duration, stop event, gcLog string) {
+// checkJVMPauses checks the classes of the pauses over the events, the
+// model's GC parameters, and every gc pause against the GC log.
+func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gcs []forced, stop event, gcLog string) {
 	t.Helper()
 	p := cal.Pauses
 	if p.Evidence != recfile.GCStintsFile {
 		t.Fatalf("evidence %q, want %s; warnings %q", p.Evidence, recfile.GCStintsFile, cal.Warnings)
 	}
 	st := cal.Steps[0]
-	for _, ev := range []event{gc, stop} {
+	for _, ev := range []event{gcs[0].jcmd, stop, gcs[1].jcmd} {
 		if ev.start < st.WindowStartNs || ev.end > st.WindowEndNs {
 			t.Fatalf("event [%d, %d] outside the step's measured window [%d, %d]", ev.start, ev.end, st.WindowStartNs, st.WindowEndNs)
 		}
@@ -194,37 +202,22 @@ func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gc event
 		t.Fatal(err)
 	}
 	logged := loggedPauses(t, out, gcLog)
-	forced := forcedPause(t, logged, gc, gcDur)
-	var onGC []recfile.CalPauseRow
-	for _, r := range rows {
-		if overlaps(r, forced) {
-			onGC = append(onGC, r)
+	for _, f := range gcs {
+		g := forcedPause(t, logged, f.jcmd, f.dur)
+		on := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return !overlaps(r, g) })
+		t.Logf("forced GC of %v ending at %d: pauses %s", f.dur, g.end, pauseList(on))
+		if len(on) != 1 || on[0].Class != recfile.CalPauseGC {
+			t.Errorf("pauses over the forced GC: %s, want one of class gc", pauseList(on))
 		}
 	}
-	onStop := classesOver(rows, stop)
-	t.Logf("forced GC of %v ending at %d (jcmd ran [%d, %d]): pauses %s", time.Duration(forced.dur), forced.end, gc.start, gc.end, pauseList(onGC))
+	onStop := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Start >= stop.end || r.End <= stop.start })
 	t.Logf("SIGSTOP at [%d, %d]: pauses %s", stop.start, stop.end, pauseList(onStop))
-	t.Logf("all: %d gc pauses (mean %v, median %.0f messages between), %d stalls (mean %v)",
-		p.GC.Count, time.Duration(p.GC.MeanNs), p.GC.MsgsBetweenMedian, p.Stalls.Count, time.Duration(p.Stalls.MeanNs))
-	if len(onGC) != 1 || onGC[0].Class != recfile.CalPauseGC {
-		t.Errorf("pauses over the forced GC: %s, want one of class gc", pauseList(onGC))
-	}
 	if len(onStop) != 1 || onStop[0].Class != recfile.CalPauseStall {
 		t.Errorf("pauses over the SIGSTOP: %s, want one of class stall", pauseList(onStop))
 	}
-	var gcRows []recfile.CalPauseRow
-	var sum int64
-	for _, r := range rows {
-		if r.Class == recfile.CalPauseGC {
-			gcRows = append(gcRows, r)
-			sum += r.Dur
-		}
-	}
-	if p.GC.Count != len(gcRows) || p.GC.MeanNs != sum/int64(max(len(gcRows), 1)) || p.GC.Count+p.Stalls.Count != p.Count || p.Stalls.Count < 1 || p.Unclassified != 0 {
-		t.Errorf("pauses %+v: want the gc summary of the %d gc rows (mean %d ns), the rest stalls", p, len(gcRows), sum/int64(max(len(gcRows), 1)))
-	}
-	checkSource(t, param(t, cal, recfile.CalGCPause), float64(p.GC.MeanNs), "sweep")
-	checkSource(t, param(t, cal, recfile.CalGCThreshold), p.GC.MsgsBetweenMedian, "sweep")
+	t.Logf("all: %d gc pauses (mean %v, median %.0f messages between), %d stalls (mean %v)",
+		p.GC.Count, time.Duration(p.GC.MeanNs), p.GC.MsgsBetweenMedian, p.Stalls.Count, time.Duration(p.Stalls.MeanNs))
+	gcRows := checkModelFromGC(t, cal, rows)
 	for _, r := range gcRows {
 		if !slices.ContainsFunc(logged, func(g gcPause) bool { return overlaps(r, g) }) {
 			t.Errorf("pause %s overlaps no GC pause of the JVM's log", pauseList([]recfile.CalPauseRow{r}))
@@ -234,6 +227,36 @@ func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gc event
 		b, _ := os.ReadFile(gcLog)
 		t.Logf("GC log:\n%s", b)
 	}
+}
+
+// checkModelFromGC: the summary of the gc pauses is that of the rows of
+// class gc, and the parameters are taken from it. The threshold is the
+// messages the broker read between consecutive gc pauses: the load's rate
+// times the time between their ends, whatever stalls lay between (the
+// SIGSTOP between the forced GCs does not split their interval).
+func checkModelFromGC(t *testing.T, cal *recfile.Calibration, rows []recfile.CalPauseRow) []recfile.CalPauseRow {
+	t.Helper()
+	p := cal.Pauses
+	gcRows := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Class != recfile.CalPauseGC })
+	var sum int64
+	var between []float64
+	rate, _ := strconv.ParseFloat(jvmRate, 64)
+	for i, r := range gcRows {
+		sum += r.Dur
+		if i > 0 {
+			between = append(between, rate*float64(r.End-gcRows[i-1].End)/1e9)
+		}
+	}
+	if p.GC.Count != len(gcRows) || p.GC.MeanNs != sum/int64(max(len(gcRows), 1)) || p.GC.Count+p.Stalls.Count != p.Count || p.Stalls.Count < 1 || p.Unclassified != 0 {
+		t.Errorf("pauses %+v: want the gc summary of the %d gc rows (mean %d ns), the rest stalls", p, len(gcRows), sum/int64(max(len(gcRows), 1)))
+	}
+	checkSource(t, param(t, cal, recfile.CalGCPause), float64(p.GC.MeanNs), "sweep")
+	th := param(t, cal, recfile.CalGCThreshold)
+	checkSource(t, th, p.GC.MsgsBetweenMedian, "sweep")
+	slices.Sort(between)
+	want := between[(len(between)-1)/2]
+	near(t, "gc_threshold_msgs (rate × time between gc pauses)", th.Value, want, 0.05*want+10)
+	return gcRows
 }
 
 // pauseList says, per pause, when, how long, its class and the GC
@@ -248,16 +271,6 @@ func pauseList(rows []recfile.CalPauseRow) string {
 		fmt.Fprintf(&b, "[%d +%v %s, GC threads on a CPU %s] ", r.Start, time.Duration(r.Dur), r.Class, on)
 	}
 	return b.String()
-}
-
-func classesOver(rows []recfile.CalPauseRow, ev event) []recfile.CalPauseRow {
-	var out []recfile.CalPauseRow
-	for _, r := range rows {
-		if r.Start < ev.end && r.End > ev.start {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // loggedPauses are the GC pauses of the JVM's log, on CLOCK_MONOTONIC.
