@@ -144,6 +144,9 @@ func checkPauses(t *testing.T, dir string, cal *recfile.Calibration) {
 		near(t, "pause duration", float64(r.Dur), want, 2)
 		sum += want
 		perStep[r.Step]++
+		if r.Class != recfile.CalPauseGC {
+			t.Errorf("pause %+v: class %q, want gc (the GC threads ran through it)", r, r.Class)
+		}
 		if r.MsgsSince != nil && *r.MsgsSince != synPauseN {
 			t.Errorf("step %d: %d messages since the previous pause, want %d", r.Step, *r.MsgsSince, synPauseN)
 		}
@@ -343,5 +346,73 @@ func checkSource(t *testing.T, p recfile.CalParam, value float64, source string)
 	t.Helper()
 	if p.Value != value || p.Source != source {
 		t.Errorf("%s = %v from %s, want %v from %s", p.Name, p.Value, p.Source, value, source)
+	}
+}
+
+// TestCalibrateStallsNotGC: with the GC threads' stints of every second
+// pause of a step removed, those pauses are stalls, and the GC threshold
+// counts the messages between the remaining GC pauses (1000).
+func TestCalibrateStallsNotGC(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
+	for i := range synSteps {
+		d := filepath.Join(dir, fmt.Sprintf("step%02d", i))
+		rows, err := recfile.ReadTable[recfile.GCStintRow](filepath.Join(d, recfile.GCStintsFile))
+		must(t, err)
+		var keep []recfile.GCStintRow
+		for j, r := range rows {
+			if (j/3)%2 == 0 { // three stints a pause
+				keep = append(keep, r)
+			}
+		}
+		must(t, recfile.WriteTable(testutil.OutDir(t, d), recfile.GCStintsFile, keep))
+	}
+	cal, err := Run(dir, Options{})
+	must(t, err)
+	p := cal.Pauses
+	if p.GC.Count+p.Stalls.Count != p.Count || p.Stalls.Count < p.Count/2-len(synSteps) || p.Unclassified != 0 {
+		t.Errorf("pauses %d: %d gc, %d stalls, %d unclassified; want about half stalls", p.Count, p.GC.Count, p.Stalls.Count, p.Unclassified)
+	}
+	checkSource(t, param(t, cal, recfile.CalGCThreshold), 2*synPauseN, "sweep")
+	rows, err := recfile.ReadTable[recfile.CalPauseRow](filepath.Join(dir, recfile.CalPausesFile))
+	must(t, err)
+	for _, r := range rows {
+		if r.GCOnCPU == nil || (r.Class == recfile.CalPauseStall) != (*r.GCOnCPU == 0) {
+			t.Errorf("pause %+v: a stall iff no GC thread ran", r)
+		}
+	}
+}
+
+// TestCalibratePausesWithoutEvidence: without gc_stints.csv, or for a
+// broker that is not a JVM, no pause is modelled and a warning says why.
+func TestCalibratePausesWithoutEvidence(t *testing.T) {
+	for _, c := range []struct {
+		name, why string
+		spoil     func(t *testing.T, step string)
+	}{
+		{"no gc_stints.csv", "has no gc_stints.csv", func(t *testing.T, step string) {
+			must(t, os.Remove(filepath.Join(step, recfile.GCStintsFile)))
+		}},
+		{"not a JVM", "not a HotSpot JVM", func(t *testing.T, step string) {
+			must(t, recfile.WriteTable(testutil.OutDir(t, step), recfile.ThreadsFile, []recfile.ThreadRow{{TID: 101, Comm: "reader"}}))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeSynthSweep(t, dir)
+			for i := range synSteps {
+				c.spoil(t, filepath.Join(dir, fmt.Sprintf("step%02d", i)))
+			}
+			cal, err := Run(dir, Options{})
+			must(t, err)
+			checkSource(t, param(t, cal, recfile.CalGCThreshold), 0, "default")
+			checkSource(t, param(t, cal, recfile.CalGCPause), 0, "default")
+			if p := cal.Pauses; p.Evidence != "" || p.Unclassified != p.Count || p.Count == 0 {
+				t.Errorf("pauses %+v: want every one unclassified", p)
+			}
+			if !slices.ContainsFunc(cal.Warnings, func(w string) bool { return strings.Contains(w, c.why) }) {
+				t.Errorf("no warning saying %q: %q", c.why, cal.Warnings)
+			}
+		})
 	}
 }

@@ -124,7 +124,9 @@ func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) [
 	must(t, recfile.WriteTable(d, recfile.CPUFile, cpu))
 	must(t, recfile.WriteTable(d, recfile.CPUCoresFile, cores))
 	must(t, recfile.WriteTable(d, recfile.NetFile, net))
-	must(t, recfile.WriteTable(d, recfile.ThreadsFile, []recfile.ThreadRow{{TID: 101, Comm: "reader"}, {TID: 102, Comm: "worker"}, {TID: 103, Comm: "writer"}}))
+	must(t, recfile.WriteTable(d, recfile.ThreadsFile, []recfile.ThreadRow{{TID: 101, Comm: "reader"}, {TID: 102, Comm: "worker"}, {TID: 103, Comm: "writer"},
+		{TID: 110, Comm: recfile.JVMThread}, {TID: 111, Comm: "GC Thread#0"}}))
+	must(t, recfile.WriteTable(d, recfile.GCStintsFile, synGCStints(ends)))
 	must(t, recfile.WriteTable(d, recfile.GSOFile, []recfile.GSORow{
 		{Direction: "in", Ifname: "lo", Segs: "1", SKBs: 300}, {Direction: "in", Ifname: "lo", Segs: "2", SKBs: 100},
 		{Direction: "out", Ifname: "lo", Segs: "1", SKBs: 400}}))
@@ -162,6 +164,19 @@ func writeSynthMessages(dir *outdir.Dir, st recfile.SweepStep, saturated bool) (
 		}
 	}
 	return ends, mw.Close()
+}
+
+// synGCStints are the GC threads' stints of the built-in pauses: the VM
+// thread for the first and last millisecond of each, a GC worker between.
+func synGCStints(ends []int64) []recfile.GCStintRow {
+	var out []recfile.GCStintRow
+	for _, e := range ends {
+		s := e - synPause
+		out = append(out, recfile.GCStintRow{TID: 110, Kind: recfile.GCKindVM, Start: s, End: s + 1e6},
+			recfile.GCStintRow{TID: 111, Kind: recfile.GCKindWorker, Start: s + 1e6, End: e - 1e6},
+			recfile.GCStintRow{TID: 110, Kind: recfile.GCKindVM, Start: e - 1e6, End: e})
+	}
+	return out
 }
 
 func must(t *testing.T, err error) {

@@ -33,8 +33,10 @@ func WriteText(w io.Writer, cal *recfile.Calibration, path string) error {
 	}
 	tw.Flush()
 	p := cal.Pauses
-	fmt.Fprintf(w, "\npauses (≥ %d ns, steps %s): %d, mean %d ns, p90 %d ns, max %d ns; median %.0f messages between (%d intervals) → %s\n\n",
+	fmt.Fprintf(w, "\npauses (≥ %d ns, steps %s): %d, mean %d ns, p90 %d ns, max %d ns; median %.0f messages between (%d intervals) → %s\n",
 		p.MinNs, joinInts(p.Steps), p.Count, p.MeanNs, p.P90Ns, p.MaxNs, p.MsgsBetweenMedian, p.Intervals, p.File)
+	fmt.Fprintf(w, "  GC pauses: %d, mean %d ns, median %.0f messages between; other stalls: %d, mean %d ns; unclassified: %d\n\n",
+		p.GC.Count, p.GC.MeanNs, p.GC.MsgsBetweenMedian, p.Stalls.Count, p.Stalls.MeanNs, p.Unclassified)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tPATTERN\tRATE msg/s\tPKTS/MSG in/out\tBYTES/PKT in/out\tSEGS/SKB in/out")
 	for _, c := range cal.Coalescing {

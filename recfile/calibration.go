@@ -81,19 +81,23 @@ type CalPauses struct {
 	// MinNs is the shortest stall counted as a pause.
 	MinNs int64 `json:"min_ns"`
 	Steps []int `json:"steps,omitempty"`
-	// Count is the pauses found; Intervals the stretches between two
-	// pauses of one step (the messages before a step's first pause are
-	// not an interval: when the previous pause was is unknown).
-	Count     int `json:"count"`
-	Intervals int `json:"intervals"`
-	// Messages read from the end of one pause to the end of the next.
-	MsgsBetweenMedian float64 `json:"msgs_between_median"`
-	MsgsBetweenMean   float64 `json:"msgs_between_mean"`
-	// Durations of the pauses, ns.
-	MeanNs int64 `json:"mean_ns"`
-	P50Ns  int64 `json:"p50_ns"`
-	P90Ns  int64 `json:"p90_ns"`
-	MaxNs  int64 `json:"max_ns"`
+	// All the pauses found, of every class (the fields of CalPauseClass).
+	CalPauseClass
+	// Evidence is what told GC pauses from other stalls: "gc_stints.csv" (the
+	// on-CPU stints of the JVM's GC and VM threads, gc_stints.csv), or ""
+	// when the recordings had none (then no pause is modelled, and the
+	// warnings say why).
+	Evidence string `json:"evidence"`
+	// GCShareMin: a pause is of class gc when the JVM's GC or VM threads
+	// were on a CPU for at least this share of it.
+	GCShareMin float64 `json:"gc_share_min"`
+	// GC are the pauses of class gc (they make gc_threshold_msgs and
+	// gc_pause), Stalls those of class stall (the kernel, the scheduler,
+	// the load: not modelled); Unclassified counts the pauses without
+	// evidence either way.
+	GC           CalPauseClass `json:"gc"`
+	Stalls       CalPauseClass `json:"stall"`
+	Unclassified int           `json:"unclassified"`
 	// MessagesChecked are the first copies whose t_arrive_ns was known;
 	// NoArrive those without it (not checked; counted, never dropped
 	// silently).
@@ -115,6 +119,30 @@ type CalPauses struct {
 	GCLogFound             int     `json:"gc_log_found,omitempty"`
 	KernelOnGC             int     `json:"kernel_on_gc,omitempty"`
 }
+
+// CalPauseClass summarises pauses: how many, how far apart, how long.
+type CalPauseClass struct {
+	// Count is the pauses; Intervals the stretches between two of them
+	// in one step (the messages before a step's first pause are not an
+	// interval: when the previous pause was is unknown).
+	Count     int `json:"count"`
+	Intervals int `json:"intervals"`
+	// Messages read from the end of one pause to the end of the next.
+	MsgsBetweenMedian float64 `json:"msgs_between_median"`
+	MsgsBetweenMean   float64 `json:"msgs_between_mean"`
+	// Durations of the pauses, ns.
+	MeanNs int64 `json:"mean_ns"`
+	P50Ns  int64 `json:"p50_ns"`
+	P90Ns  int64 `json:"p90_ns"`
+	MaxNs  int64 `json:"max_ns"`
+}
+
+// Classes of the pauses of pauses.csv.
+const (
+	CalPauseGC           = "gc"           // the JVM's GC or VM threads ran for a meaningful share of it
+	CalPauseStall        = "stall"        // they did not: the kernel, the scheduler, the load
+	CalPauseUnclassified = "unclassified" // no evidence either way
+)
 
 // CalCoalescing is one step's coalescing statistics.
 type CalCoalescing struct {
@@ -198,4 +226,10 @@ type CalPauseRow struct {
 	// MsgsSince is the messages read since the end of the step's previous
 	// pause, this one's first included; empty for a step's first pause.
 	MsgsSince *int64 `csv:"msgs_since_previous"`
+	// GCOnCPU is the time within the pause during which at least one of
+	// the JVM's GC or VM threads was on a CPU (gc_stints.csv); empty
+	// without that evidence. Class is CalPauseGC, CalPauseStall or
+	// CalPauseUnclassified.
+	GCOnCPU *int64 `csv:"gc_oncpu_ns"`
+	Class   string `csv:"class"`
 }

@@ -57,6 +57,7 @@ func TestFormatsDocListsEveryColumn(t *testing.T) {
 		{NetFile, Columns[NetRow]()},
 		{GSOFile, Columns[GSORow]()},
 		{ThreadWindowsFile, Columns[ThreadWindowRow]()},
+		{GCStintsFile, Columns[GCStintRow]()},
 		{CalPausesFile, Columns[CalPauseRow]()},
 		{PlatformSamplesDir + "/", Columns[PlatformSample]()},
 	}

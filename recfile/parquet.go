@@ -94,6 +94,7 @@ var parquetTables = map[string][]pqColumn{
 	SchedFile:         pqColumnsOf[SchedRow](),
 	ThreadsFile:       pqColumnsOf[ThreadRow](),
 	ThreadWindowsFile: pqColumnsOf[ThreadWindowRow](),
+	GCStintsFile:      pqColumnsOf[GCStintRow](),
 	CPUFile:           pqColumnsOf[CPURow](),
 	CPUPerMsgFile:     pqColumnsOf[CPUPerMsgRow](),
 	CPUCoresFile:      pqColumnsOf[CPUCoreRow](),

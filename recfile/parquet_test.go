@@ -91,6 +91,7 @@ func TestParquetTables(t *testing.T) {
 	add(recfile.SchedFile, writeRandom[recfile.SchedRow], readBack[recfile.SchedRow])
 	add(recfile.ThreadsFile, writeRandom[recfile.ThreadRow], readBack[recfile.ThreadRow])
 	add(recfile.ThreadWindowsFile, writeRandom[recfile.ThreadWindowRow], readBack[recfile.ThreadWindowRow])
+	add(recfile.GCStintsFile, writeRandom[recfile.GCStintRow], readBack[recfile.GCStintRow])
 	add(recfile.CPUFile, writeRandom[recfile.CPURow], readBack[recfile.CPURow])
 	add(recfile.CPUPerMsgFile, writeRandom[recfile.CPUPerMsgRow], readBack[recfile.CPUPerMsgRow])
 	add(recfile.CPUCoresFile, writeRandom[recfile.CPUCoreRow], readBack[recfile.CPUCoreRow])

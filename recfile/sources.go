@@ -1,5 +1,7 @@
 package recfile
 
+import "strings"
+
 // The files the sources beside the socket probe write into a recording,
 // one row type each (see table.go for how a row type declares its file).
 // Times are CLOCK_MONOTONIC ns; a window is [t_start_ns, t_end_ns); an
@@ -169,3 +171,54 @@ type ThreadWindowRow struct {
 	CPUNs  int64 `csv:"cpu_ns"`
 	MsgsIn int   `csv:"msgs_in"`
 }
+
+// GCStintsFile lists the on-CPU stints of the target's JVM threads that do
+// the work of a stop-the-world pause (GCThreadKind): a calibration tells a
+// GC pause from other stalls by whether they ran during it. Only those
+// threads are kept, so the file stays small beside the switch stream it is
+// taken from (a few stints per pause and per safepoint).
+const GCStintsFile = "gc_stints.csv"
+
+// GCStintRow is one stint of gc_stints.csv: the thread ran on a CPU over
+// [start_ns, end_ns], placed as the oncpu_ns of messages.csv is (its
+// charge, ending at its switch-out).
+type GCStintRow struct {
+	TID   int    `csv:"tid"`
+	Kind  string `csv:"kind"` // GCKindVM or GCKindWorker
+	Start int64  `csv:"start_ns"`
+	End   int64  `csv:"end_ns"`
+}
+
+// Kinds of GCStintRow.
+const (
+	GCKindVM     = "vm" // HotSpot's VM Thread: runs every safepoint operation, a serial GC's collection
+	GCKindWorker = "gc" // a parallel collector's worker, busy during stop-the-world pauses
+)
+
+// gcWorkerPrefixes are the comm prefixes of HotSpot's parallel GC workers
+// (comm is the first 15 bytes of the thread's name): "GC Thread#N" (G1 and
+// Parallel, JDK 9+), "ParGC Thread#N", "GC task thread#N (ParallelGC)" and
+// "Gang worker#N (Parallel GC Threads)" (JDK 8).
+var gcWorkerPrefixes = []string{"GC Thread#", "ParGC Thread#", "GC task thread#", "Gang worker#"}
+
+// GCThreadKind returns the kind of a JVM thread that works during
+// stop-the-world pauses, by its comm, or "" for any other thread. The
+// concurrent collector threads (G1 Conc#N, G1 Main Marker, G1 Refine#N,
+// G1 Service, ZGC's and Shenandoah's) are left out on purpose: they run
+// beside the application, so their CPU during a stall does not say the
+// application was stopped.
+func GCThreadKind(comm string) string {
+	if comm == "VM Thread" {
+		return GCKindVM
+	}
+	for _, p := range gcWorkerPrefixes {
+		if strings.HasPrefix(comm, p) {
+			return GCKindWorker
+		}
+	}
+	return ""
+}
+
+// JVMThread is the comm of the thread every HotSpot JVM has: a target with
+// one in threads.csv is a JVM.
+const JVMThread = "VM Thread"

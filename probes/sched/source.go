@@ -70,6 +70,7 @@ type Source struct {
 	// thread's counters), and the first sample is kept for the totals.
 	windows []window
 	first   *Snapshot
+	gc      *gcStints
 }
 
 // NewSource returns the scheduler source; opts.PID is filled from the
@@ -98,6 +99,7 @@ func (s *Source) Start(env *source.Env) error {
 	}
 	s.tr = tr
 	s.tl = newTimeline()
+	s.gc = newGCStints()
 	s.read, s.written = map[uint32]int{}, map[uint32]int{}
 	s.allowed = allowedCPUs(env.Target.PID)
 	snap, err := tr.Snapshot()
@@ -107,6 +109,7 @@ func (s *Source) Start(env *source.Env) error {
 	}
 	s.samples = append(s.samples, snap)
 	s.first = &snap
+	s.gc.name(snap)
 	env.Timeline.Mark(snap.End)
 	s.wm.Store(env.Start)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,6 +118,7 @@ func (s *Source) Start(env *source.Env) error {
 		s.done <- tr.ReadSwitches(ctx, func(sw Switch) {
 			s.mu.Lock()
 			s.tl.add(sw)
+			s.gc.add(sw)
 			s.mu.Unlock()
 			if env.OnSwitch != nil {
 				env.OnSwitch(source.SchedSwitch(sw))
@@ -133,6 +137,7 @@ func (s *Source) Sample(now int64) {
 		return
 	}
 	s.samples = append(s.samples, snap)
+	s.gc.name(snap)
 	if len(s.samples) > 2 {
 		s.windows = append(s.windows, newWindow(s, s.samples[0], s.samples[1]))
 		s.samples = slices.Delete(s.samples, 0, 1)
@@ -216,14 +221,20 @@ type Meta struct {
 	// those messages' oncpu_ns may be off by up to that in all.
 	StintsLate   int   `json:"oncpu_stints_late"`
 	StintsLateNs int64 `json:"oncpu_stints_late_ns"`
-	Stats        Stats `json:"probe"`
+	// GCStints are the rows of gc_stints.csv; GCStintsDropped the stints
+	// of GC/VM threads left out (the file's bound, or threads not named
+	// in time), GCStintsUnnamed those of threads no snapshot named.
+	GCStints        int   `json:"gc_stints"`
+	GCStintsDropped int   `json:"gc_stints_dropped"`
+	GCStintsUnnamed int   `json:"gc_stints_unnamed"`
+	Stats           Stats `json:"probe"`
 }
 
 func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	defer s.tr.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	res := source.Result{Files: []string{SchedFile, ThreadsFile, ThreadWindowsFile}}
+	res := source.Result{Files: []string{SchedFile, ThreadsFile, ThreadWindowsFile, GCStintsFile}}
 	first, last := s.samples[0], s.samples[len(s.samples)-1]
 	if s.first != nil {
 		first = *s.first
@@ -263,6 +274,16 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	}
 	if err := s.writeThreadWindows(tl); err != nil {
 		return res, err
+	}
+	s.gc.name(last)
+	gcRows := s.gc.rows()
+	meta.GCStints, meta.GCStintsDropped, meta.GCStintsUnnamed = len(gcRows), s.gc.dropped, s.gc.unnamed+len(s.gc.pending)
+	res.Meta = meta
+	if err := recfile.WriteTable(s.env.Out, GCStintsFile, gcRows); err != nil {
+		return res, err
+	}
+	if meta.GCStintsDropped > 0 {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("%d on-CPU stints of JVM GC/VM threads were left out of %s (its bound of %d, or too many threads not yet named): pauses after them cannot be told GC from stalls", meta.GCStintsDropped, GCStintsFile, maxGCStints))
 	}
 	if meta.EventsDropped > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d switch events were lost (ring buffer full): ctxsw and oncpu_ns of the messages around them are too low", meta.EventsDropped))

@@ -1,0 +1,300 @@
+package calibrate
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-stomp/stomp/v3"
+	"github.com/go-stomp/stomp/v3/frame"
+
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// What the JVM test does to its broker.
+const (
+	jvmRate    = "2000"                // msg/s of the load
+	jvmStep    = 9 * time.Second       // the one sweep step's sending
+	jvmBallast = 6000                  // messages left on a queue nobody reads…
+	jvmBallBig = 16 << 10              // …of this many bytes: live data that makes a full GC long
+	jvmStopMin = 10 * time.Millisecond // a SIGSTOP lasts as long as the forced GC, at least this
+)
+
+var buildBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "calibrate-test-bin")
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "brokertrace")
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/brokertrace")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// event is something the test did to the JVM, with when (CLOCK_MONOTONIC).
+type event struct{ start, end int64 }
+
+// forced is a forced GC: when jcmd ran, and the pause the GC log gave.
+type forced struct {
+	jcmd event
+	dur  time.Duration
+}
+
+// TestCalibrateJVMPauses: ActiveMQ under load, swept for one step. In the
+// step's measured window the test forces a full GC (jcmd GC.run, with live
+// data on the heap so that it lasts over PauseMin), then stops the JVM
+// with SIGSTOP for as long. Both stall the broker's reads; the forced GC
+// must be the one pause of class gc over its time, the SIGSTOP the one
+// pause of class stall over its, and the model's GC threshold and pause
+// must come from the gc pauses alone. The JVM's own GC log (switched on
+// with jcmd VM.log) is the truth for the other gc pauses: each overlaps
+// a GC pause it lists.
+func TestCalibrateJVMPauses(t *testing.T) {
+	testutil.RequireRoot(t, "loads eBPF programs")
+	testutil.RequireTools(t, "jcmd")
+	bin, err := buildBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	a := testbroker.StartActiveMQ(t)
+	gcLog := filepath.Join(t.TempDir(), "gc.log")
+	jcmd(t, a.PID(), "VM.log", "output=file="+gcLog, "what=gc", "decorators=time,uptime")
+	ballast(t, a)
+	out := filepath.Join(t.TempDir(), "sweep")
+	sw := exec.Command(bin, "sweep", "--url", a.STOMPURL("/queue/bt.pauses"), "--pid", strconv.Itoa(a.PID()),
+		"--rates", jvmRate, "--step", jvmStep.String(), "--warmup", "1s", "--cooldown", "1s", "--drain", "2s",
+		"--out", out, "--no-report")
+	var serr strings.Builder
+	sw.Stdout, sw.Stderr = &serr, &serr
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitAttached(t, filepath.Join(out, "step-00-regular-"+jvmRate, "record.log"))
+	time.Sleep(2500 * time.Millisecond) // past the warm-up
+	gc1 := forceGC(t, a.PID(), gcLog)
+	time.Sleep(1500 * time.Millisecond)
+	stop := sigstop(t, a.PID(), max(gc1.dur, jvmStopMin))
+	time.Sleep(1500 * time.Millisecond)
+	gc2 := forceGC(t, a.PID(), gcLog)
+	if err := sw.Wait(); err != nil {
+		t.Fatalf("sweep: %v\n%s", err, serr.String())
+	}
+	cal, err := Run(out, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkJVMPauses(t, out, cal, []forced{gc1, gc2}, stop, gcLog)
+}
+
+// jcmd runs a diagnostic command in the JVM.
+func jcmd(t *testing.T, pid int, args ...string) {
+	t.Helper()
+	b, err := exec.Command("jcmd", append([]string{strconv.Itoa(pid)}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("jcmd %v: %v\n%s", args, err, b)
+	}
+}
+
+// ballast leaves messages on a queue nobody reads: live data the forced
+// full GC has to mark and move.
+func ballast(t *testing.T, a *testbroker.ActiveMQ) {
+	t.Helper()
+	conn, err := stomp.Dial("tcp", a.STOMPAddr, stomp.ConnOpt.Login(a.User, a.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Disconnect()
+	body := []byte(strings.Repeat("b", jvmBallBig))
+	for i := range jvmBallast {
+		var opts []func(*frame.Frame) error
+		if i == jvmBallast-1 {
+			opts = append(opts, stomp.SendOpt.Receipt)
+		}
+		if err := conn.Send("/queue/bt.ballast", "text/plain", body, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fullGCLine is the log line of the forced GC, with its duration.
+var fullGCLine = regexp.MustCompile(`Pause Full \(Diagnostic Command\).* ([0-9.]+)ms`)
+
+// forceGC runs a full GC and returns when jcmd ran and how long the GC
+// log says the pause was.
+func forceGC(t *testing.T, pid int, gcLog string) forced {
+	t.Helper()
+	var ev event
+	ev.start = monotime.Now()
+	jcmd(t, pid, "GC.run")
+	ev.end = monotime.Now()
+	b, err := os.ReadFile(gcLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fullGCLine.FindAllStringSubmatch(string(b), -1)
+	if len(m) == 0 {
+		t.Fatalf("no forced full GC in the GC log:\n%s", b)
+	}
+	ms, _ := strconv.ParseFloat(m[len(m)-1][1], 64)
+	return forced{ev, time.Duration(ms * 1e6)}
+}
+
+// sigstop stops the JVM for d.
+func sigstop(t *testing.T, pid int, d time.Duration) event {
+	t.Helper()
+	var ev event
+	ev.start = monotime.Now()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(d)
+	err := syscall.Kill(pid, syscall.SIGCONT)
+	ev.end = monotime.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func waitAttached(t *testing.T, path string) {
+	t.Helper()
+	for range 1200 {
+		if b, _ := os.ReadFile(path); strings.Contains(string(b), "brokertrace: attached") {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not attached within 60 s", path)
+}
+
+// checkJVMPauses checks the classes of the pauses over the events, the
+// model's GC parameters, and every gc pause against the GC log.
+func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gcs []forced, stop event, gcLog string) {
+	t.Helper()
+	p := cal.Pauses
+	if p.Evidence != recfile.GCStintsFile {
+		t.Fatalf("evidence %q, want %s; warnings %q", p.Evidence, recfile.GCStintsFile, cal.Warnings)
+	}
+	st := cal.Steps[0]
+	for _, ev := range []event{gcs[0].jcmd, stop, gcs[1].jcmd} {
+		if ev.start < st.WindowStartNs || ev.end > st.WindowEndNs {
+			t.Fatalf("event [%d, %d] outside the step's measured window [%d, %d]", ev.start, ev.end, st.WindowStartNs, st.WindowEndNs)
+		}
+	}
+	rows, err := recfile.ReadTable[recfile.CalPauseRow](filepath.Join(out, recfile.CalPausesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := loggedPauses(t, out, gcLog)
+	for _, f := range gcs {
+		g := forcedPause(t, logged, f.jcmd, f.dur)
+		on := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return !overlaps(r, g) })
+		t.Logf("forced GC of %v ending at %d: pauses %s", f.dur, g.end, pauseList(on))
+		if len(on) != 1 || on[0].Class != recfile.CalPauseGC {
+			t.Errorf("pauses over the forced GC: %s, want one of class gc", pauseList(on))
+		}
+	}
+	onStop := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Start >= stop.end || r.End <= stop.start })
+	t.Logf("SIGSTOP at [%d, %d]: pauses %s", stop.start, stop.end, pauseList(onStop))
+	if len(onStop) != 1 || onStop[0].Class != recfile.CalPauseStall {
+		t.Errorf("pauses over the SIGSTOP: %s, want one of class stall", pauseList(onStop))
+	}
+	t.Logf("all: %d gc pauses (mean %v, median %.0f messages between), %d stalls (mean %v)",
+		p.GC.Count, time.Duration(p.GC.MeanNs), p.GC.MsgsBetweenMedian, p.Stalls.Count, time.Duration(p.Stalls.MeanNs))
+	gcRows := checkModelFromGC(t, cal, rows)
+	for _, r := range gcRows {
+		if !slices.ContainsFunc(logged, func(g gcPause) bool { return overlaps(r, g) }) {
+			t.Errorf("pause %s overlaps no GC pause of the JVM's log", pauseList([]recfile.CalPauseRow{r}))
+		}
+	}
+	if t.Failed() {
+		b, _ := os.ReadFile(gcLog)
+		t.Logf("GC log:\n%s", b)
+	}
+}
+
+// checkModelFromGC: the summary of the gc pauses is that of the rows of
+// class gc, and the parameters are taken from it. The threshold is the
+// messages the broker read between consecutive gc pauses: the load's rate
+// times the time between their ends, whatever stalls lay between (the
+// SIGSTOP between the forced GCs does not split their interval).
+func checkModelFromGC(t *testing.T, cal *recfile.Calibration, rows []recfile.CalPauseRow) []recfile.CalPauseRow {
+	t.Helper()
+	p := cal.Pauses
+	gcRows := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Class != recfile.CalPauseGC })
+	var sum int64
+	var between []float64
+	rate, _ := strconv.ParseFloat(jvmRate, 64)
+	for i, r := range gcRows {
+		sum += r.Dur
+		if i > 0 {
+			between = append(between, rate*float64(r.End-gcRows[i-1].End)/1e9)
+		}
+	}
+	if p.GC.Count != len(gcRows) || p.GC.MeanNs != sum/int64(max(len(gcRows), 1)) || p.GC.Count+p.Stalls.Count != p.Count || p.Stalls.Count < 1 || p.Unclassified != 0 {
+		t.Errorf("pauses %+v: want the gc summary of the %d gc rows (mean %d ns), the rest stalls", p, len(gcRows), sum/int64(max(len(gcRows), 1)))
+	}
+	checkSource(t, param(t, cal, recfile.CalGCPause), float64(p.GC.MeanNs), "sweep")
+	th := param(t, cal, recfile.CalGCThreshold)
+	checkSource(t, th, p.GC.MsgsBetweenMedian, "sweep")
+	slices.Sort(between)
+	want := between[(len(between)-1)/2]
+	near(t, "gc_threshold_msgs (rate × time between gc pauses)", th.Value, want, 0.05*want+10)
+	return gcRows
+}
+
+// pauseList says, per pause, when, how long, its class and the GC
+// threads' on-CPU time in it.
+func pauseList(rows []recfile.CalPauseRow) string {
+	var b strings.Builder
+	for _, r := range rows {
+		on := "?"
+		if r.GCOnCPU != nil {
+			on = time.Duration(*r.GCOnCPU).String()
+		}
+		fmt.Fprintf(&b, "[%d +%v %s, GC threads on a CPU %s] ", r.Start, time.Duration(r.Dur), r.Class, on)
+	}
+	return b.String()
+}
+
+// loggedPauses are the GC pauses of the JVM's log, on CLOCK_MONOTONIC.
+func loggedPauses(t *testing.T, out, gcLog string) []gcPause {
+	t.Helper()
+	var sw recfile.Sweep
+	must(t, recfile.ReadJSON(out, recfile.SweepFile, &sw))
+	steps, err := loadSteps(out, &sw)
+	must(t, err)
+	logged, err := readGCLog(gcLog, steps[0])
+	must(t, err)
+	return logged
+}
+
+// forcedPause is the logged pause of the forced GC: as long as its line
+// said, ending while jcmd ran (the log's wall clock is put on
+// CLOCK_MONOTONIC to a millisecond or so).
+func forcedPause(t *testing.T, logged []gcPause, jcmd event, dur time.Duration) gcPause {
+	t.Helper()
+	for _, g := range logged {
+		if g.dur == dur.Nanoseconds() && g.end > jcmd.start-gcSlack && g.end < jcmd.end+gcSlack {
+			return g
+		}
+	}
+	t.Fatalf("no logged pause of %v while jcmd ran [%d, %d]: %+v", dur, jcmd.start, jcmd.end, logged)
+	return gcPause{}
+}
