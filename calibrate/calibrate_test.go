@@ -264,12 +264,9 @@ func TestCalibratePenaltiesMeasured(t *testing.T) {
 	near(t, "context_switch_penalty", param(t, cal, recfile.CalSwitchPenalty).Value, (1e9/6000-1e9/8000)/2.5, 1e-6)
 }
 
-// TestCalibrateShareNegative: when the broker's CPU is busy less than the
-// broker's own (exact) CPU time — /proc/stat samples by the tick — busy −
-// broker is negative and irq + softirq is used instead, with a warning.
-func TestCalibrateShareNegative(t *testing.T) {
-	dir := t.TempDir()
-	writeSynthSweep(t, dir)
+// editCores rewrites every step's cpu_cores.csv through f.
+func editCores(t *testing.T, dir string, f func(*recfile.CPUCoreRow)) {
+	t.Helper()
 	var sw recfile.Sweep
 	if err := recfile.ReadJSON(dir, recfile.SweepFile, &sw); err != nil {
 		t.Fatal(err)
@@ -281,21 +278,85 @@ func TestCalibrateShareNegative(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := range rows {
-			if rows[i].CPU == 0 {
-				rows[i].Busy *= 0.95 / (1 + synShare) // 5% below the broker's CPU
-			}
+			f(&rows[i])
 		}
 		if err := recfile.WriteTable(testutil.OutDir(t, filepath.Dir(path)), recfile.CPUCoresFile, rows); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// TestCalibrateShareNegative: when the broker's CPU is exactly busy less
+// than the broker's own CPU time, system_share is 0: silently within the
+// readings' lag, with a warning giving the numbers beyond it. irq + softirq
+// is not substituted.
+func TestCalibrateShareNegative(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		of    float64 // CPU 0's exact busy time, of the broker's
+		warns bool
+	}{{"within noise", 0.999, false}, {"beyond noise", 0.95, true}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeSynthSweep(t, dir)
+			editCores(t, dir, func(r *recfile.CPUCoreRow) {
+				if r.CPU == 0 {
+					r.BusyExact *= c.of / (1 + synShare)
+				}
+			})
+			cal, err := Run(dir, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := param(t, cal, recfile.CalSystemShare)
+			near(t, "system_share", p.Value, 0, 0)
+			if !strings.Contains(p.Derivation, "below zero") {
+				t.Errorf("derivation %q", p.Derivation)
+			}
+			warned := slices.ContainsFunc(cal.Warnings, func(w string) bool { return strings.Contains(w, "less than the broker's own") })
+			if warned != c.warns {
+				t.Errorf("warned %v, want %v: %q", warned, c.warns, cal.Warnings)
+			}
+		})
+	}
+}
+
+// TestCalibrateShareTickCrossCheck: the tick-sampled busy time (which sees
+// 7% of the exact here) is in the derivation, labelled, and not used.
+func TestCalibrateShareTickCrossCheck(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
 	cal, err := Run(dir, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	near(t, "system_share", param(t, cal, recfile.CalSystemShare).Value, synSoftIRQ, 1e-9)
-	if !slices.ContainsFunc(cal.Warnings, func(w string) bool { return strings.Contains(w, "irq + softirq (0.100) is used") }) {
-		t.Errorf("no warning about the negative share: %q", cal.Warnings)
+	p := param(t, cal, recfile.CalSystemShare)
+	near(t, "system_share", p.Value, synShare, 1e-9)
+	tick := fmt.Sprintf("tick-sampled busy − broker %.3f", (1+synShare)*synTickSeen-1)
+	if !strings.Contains(p.Derivation, tick) || !strings.Contains(p.Derivation, "exact busy: wall − cpuidle residency") {
+		t.Errorf("derivation %q does not say %q", p.Derivation, tick)
+	}
+}
+
+// TestCalibrateShareNoExact: a recording without exact busy time cannot
+// give system_share by busy − broker (an input error naming why and the
+// way out); by irq + softirq it still can.
+func TestCalibrateShareNoExact(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
+	editCores(t, dir, func(r *recfile.CPUCoreRow) { r.BusyExact = math.NaN() })
+	_, err := Run(dir, Options{})
+	if !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "--system-share-from irq") || !strings.Contains(err.Error(), "busy_exact_util") {
+		t.Fatalf("err = %v, want an input error about the exact busy time", err)
+	}
+	cal, err := Run(dir, Options{ShareFrom: ShareIRQ})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := param(t, cal, recfile.CalSystemShare)
+	near(t, "system_share", p.Value, synSoftIRQ, 1e-9)
+	if !strings.Contains(p.Derivation, "exact busy − broker unknown") {
+		t.Errorf("derivation %q", p.Derivation)
 	}
 }
 

@@ -15,17 +15,32 @@ import (
 
 // Ways of measuring the CPU outside the broker (Options.ShareFrom).
 const (
-	// ShareBusy: all busy time minus the broker's (ICPE'14: /proc minus
-	// the cgroup).
+	// ShareBusy: all exact busy time minus the broker's (ICPE'14: /proc
+	// minus the cgroup, with /proc's tick-sampled busy time replaced by
+	// the CPUs' cpuidle residency).
 	ShareBusy = "busy"
 	// ShareIRQ: interrupt and softirq time only — the kernel's network
-	// work — which other tasks sharing the CPUs hardly touch.
+	// work — which other tasks sharing the CPUs hardly touch. /proc/stat
+	// samples it by the tick: it is as exact as the kernel makes it.
 	ShareIRQ = "irq"
 )
 
+// shareNoise bounds, per step, how far exact busy − broker can fall below
+// zero by measurement alone: the sums telescope to the step's first and
+// last readings, where the broker's cgroup counter lags a running thread
+// by up to a USER_HZ tick (10 ms) and a CPU's exact reader may wait a
+// scheduler slice (3 ms) — 13 ms at each of two ends.
+const shareNoise = 0.026 // CPU·s per step
+
 // shareSums are CPU seconds over the windows of one or more steps.
 type shareSums struct {
-	broker, busy, irq float64
+	// broker, exact (busy by cpuidle) and irq are summed over the windows
+	// where each is known; tick is /proc/stat's busy time over the same
+	// windows, a cross-check.
+	broker, exact, tick, irq float64
+	// windows is how many windows were summed; noExact how many lacked
+	// exact busy time (left out with ShareBusy).
+	windows, noExact int
 	// perMsg holds, per window with messages, the CPU outside the broker
 	// (by Options.ShareFrom) per message entering, in ns: the shape of
 	// the system stage's demand.
@@ -33,7 +48,8 @@ type shareSums struct {
 }
 
 func (a *shareSums) add(b shareSums) {
-	a.broker, a.busy, a.irq = a.broker+b.broker, a.busy+b.busy, a.irq+b.irq
+	a.broker, a.exact, a.tick, a.irq = a.broker+b.broker, a.exact+b.exact, a.tick+b.tick, a.irq+b.irq
+	a.windows, a.noExact = a.windows+b.windows, a.noExact+b.noExact
 }
 
 // outside is the CPU outside the broker by the chosen measure.
@@ -41,7 +57,7 @@ func (a shareSums) outside(from string) float64 {
 	if from == ShareIRQ {
 		return a.irq
 	}
-	return a.busy - a.broker
+	return a.exact - a.broker
 }
 
 // systemShare: the CPU spent outside the broker's threads (kernel work of
@@ -63,43 +79,84 @@ func (c *calibration) systemShare() error {
 		if err != nil {
 			return err
 		}
+		if c.opt.ShareFrom == ShareBusy && st.noExact > 0 && st.windows == 0 {
+			return inputError("step %d has no exact busy time (cpu.csv system_exact_util, cpu_cores.csv busy_exact_util)%s: system_share by busy − broker needs it; record on a host with cpuidle, or use --system-share-from irq",
+				s.Index, exactMissing(s))
+		}
 		if st.broker <= 0 {
 			continue
 		}
 		sum.add(st)
 		used = append(used, s.Index)
-		how = append(how, fmt.Sprintf("step %d: broker %.4f, busy − broker %.4f, irq+softirq %.4f CPU·s (%s)", s.Index, st.broker, st.busy-st.broker, st.irq, src))
+		how = append(how, fmt.Sprintf("step %d: broker %.4f, exact busy − broker %.4f, irq+softirq %.4f, tick-sampled busy − broker %.4f CPU·s (%s, %d windows%s)",
+			s.Index, st.broker, st.exact-st.broker, st.irq, st.tick-st.broker, src, st.windows, leftOut(st.noExact)))
 	}
 	p := recfile.CalParam{Name: recfile.CalSystemShare, Unit: "1", Source: "sweep", Steps: used}
 	if sum.broker <= 0 {
 		p.Source, p.Derivation = "default", "no step had cpu.csv with the broker's CPU: 0 assumed"
 		c.warn("system_share: no cpu.csv with broker CPU time in the steps below saturation; 0 assumed")
 	} else {
-		p.Value = sum.outside(c.opt.ShareFrom) / sum.broker
-		what := map[string]string{ShareBusy: "busy − broker", ShareIRQ: "irq + softirq"}[c.opt.ShareFrom]
-		p.Derivation = fmt.Sprintf("Σ(%s) / Σ broker over the windows of the steps below saturation = %.4f / %.4f = %.3f (by the other measure, --system-share-from: busy − broker %.3f, irq + softirq %.3f); %s",
-			what, sum.outside(c.opt.ShareFrom), sum.broker, p.Value, sum.outside(ShareBusy)/sum.broker, sum.outside(ShareIRQ)/sum.broker, strings.Join(how, "; "))
-		if c.opt.ShareFrom == ShareBusy && p.Value < 0 {
-			// /proc/stat's busy time is sampled by the tick, the cgroup's
-			// CPU time is exact: on a CPU the broker nearly owns, the
-			// difference is the sampling error, not CPU outside the broker.
-			irq := sum.outside(ShareIRQ) / sum.broker
-			c.warn("system_share by busy − broker is %.3f: the broker's CPUs were busy less than the broker's own CPU time (/proc/stat is tick-sampled); irq + softirq (%.3f) is used", p.Value, irq)
-			p.Value = irq
-			p.Derivation += fmt.Sprintf("; negative, so irq + softirq is used: %.3f", irq)
-		}
-		if c.opt.ShareFrom == ShareBusy && p.Value > 1 {
-			c.warn("system_share %.2f: more CPU outside the broker than in it — other tasks shared the broker's CPUs (irq + softirq alone give %.3f; --system-share-from irq)", p.Value, sum.outside(ShareIRQ)/sum.broker)
-		}
+		p.Value, p.Derivation = c.shareValue(sum, len(used))
+		p.Derivation += "; " + strings.Join(how, "; ")
 	}
 	c.share = p.Value
 	c.add(p)
 	return nil
 }
 
+// shareValue is system_share from the sums over steps steps, and its
+// derivation. busy − broker below zero is measurement noise within
+// shareNoise per step, a fault beyond it (warned); either way it is 0.
+func (c *calibration) shareValue(sum shareSums, steps int) (float64, string) {
+	out := sum.outside(c.opt.ShareFrom)
+	v := out / sum.broker
+	what := map[string]string{ShareBusy: "exact busy − broker", ShareIRQ: "irq + softirq"}[c.opt.ShareFrom]
+	exact := fmt.Sprintf("%.3f", (sum.exact-sum.broker)/sum.broker)
+	if c.opt.ShareFrom != ShareBusy && sum.noExact > 0 {
+		exact = fmt.Sprintf("unknown (%d windows without exact busy time)", sum.noExact)
+	}
+	d := fmt.Sprintf("Σ(%s) / Σ broker over the windows of the steps below saturation = %.4f / %.4f = %.3f (exact busy: wall − cpuidle residency; by the other measure, --system-share-from: exact busy − broker %s, irq + softirq %.3f; cross-check, /proc/stat's tick-sampled busy − broker %.3f)",
+		what, out, sum.broker, v, exact, sum.irq/sum.broker, (sum.tick-sum.broker)/sum.broker)
+	if c.opt.ShareFrom != ShareBusy {
+		return v, d
+	}
+	if v < 0 {
+		noise := shareNoise * float64(steps)
+		if -out > noise {
+			c.warn("system_share: the broker's CPUs were busy %.4f CPU·s by cpuidle, less than the broker's own %.4f CPU·s by %.4f — more than the %.3f CPU·s the readings' lag explains over %d steps; 0 is used (tick-sampled busy − broker: %.4f)",
+				sum.exact, sum.broker, -out, noise, steps, sum.tick-sum.broker)
+		}
+		d += fmt.Sprintf("; %.4f CPU·s below zero (measurement noise up to %.3f), so 0", -out, noise)
+		v = 0
+	}
+	if v > 1 {
+		c.warn("system_share %.2f: more CPU outside the broker than in it — other tasks shared the broker's CPUs (irq + softirq alone give %.3f; --system-share-from irq)", v, sum.irq/sum.broker)
+	}
+	return v, d
+}
+
+// leftOut says how many windows lacked exact busy time.
+func leftOut(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d windows without exact busy time", n)
+}
+
+// exactMissing is why a step's recording has no exact busy time, from its
+// meta.json (sources.cpu.meta.exact_busy_missing), as a parenthesis.
+func exactMissing(s *step) string {
+	m, _ := s.meta.Sources["cpu"].Meta.(map[string]any)
+	if why, _ := m["exact_busy_missing"].(string); why != "" {
+		return " (" + why + ")"
+	}
+	return " (recorded before the exact columns, or the cpu source could not read them)"
+}
+
 // stepShare sums the broker's CPU seconds and those spent outside it over
 // the windows of cpu.csv inside the step's measured window, and gives the
-// latter per message window by window.
+// latter per message window by window. With ShareBusy, windows without
+// exact busy time are left out (counted in noExact).
 func (c *calibration) stepShare(s *step) (shareSums, string, error) {
 	var sum shareSums
 	rows, err := recfile.ReadTable[recfile.CPURow](filepath.Join(s.dir, recfile.CPUFile))
@@ -126,15 +183,25 @@ func (c *calibration) stepShare(s *step) (shareSums, string, error) {
 		if math.IsNaN(b) {
 			b, bs = r.BrokerProc, "/proc"
 		}
-		busy, irq := r.System, r.SystemIRQ+r.SystemSoftIRQ
+		u := coreUse{exact: r.SystemExact, tick: r.System, irq: r.SystemIRQ + r.SystemSoftIRQ}
 		if cores != nil {
-			busy, irq = cores[r.TStart].busy, cores[r.TStart].irq
+			var ok bool
+			if u, ok = cores[r.TStart]; !ok {
+				continue
+			}
 		}
-		if math.IsNaN(b) || math.IsNaN(busy) || math.IsNaN(irq) {
+		if math.IsNaN(b) || math.IsNaN(u.tick) || math.IsNaN(u.irq) {
 			continue
 		}
+		if math.IsNaN(u.exact) {
+			sum.noExact++
+			if c.opt.ShareFrom == ShareBusy {
+				continue
+			}
+			u.exact = 0 // the cross-check then says it is incomplete
+		}
 		dt := float64(r.TEnd-r.TStart) / 1e9
-		w := shareSums{broker: b * dt, busy: busy * dt, irq: irq * dt}
+		w := shareSums{broker: b * dt, exact: u.exact * dt, tick: u.tick * dt, irq: u.irq * dt, windows: 1}
 		sum.add(w)
 		if r.MsgsIn > 0 {
 			sum.perMsg = append(sum.perMsg, max(w.outside(c.opt.ShareFrom), 0)*1e9/float64(r.MsgsIn))
@@ -143,9 +210,10 @@ func (c *calibration) stepShare(s *step) (shareSums, string, error) {
 	return sum, src + ", broker from " + bs, nil
 }
 
-// coreUse is the busy and irq+softirq time of the broker's CPUs in one
-// window, in CPUs.
-type coreUse struct{ busy, irq float64 }
+// coreUse is the exact and tick-sampled busy time and the irq+softirq time
+// of the broker's CPUs in one window, in CPUs; exact is NaN when a CPU's
+// is unknown.
+type coreUse struct{ exact, tick, irq float64 }
 
 // coreBusy is the use of the broker's CPUs per window start, from
 // cpu_cores.csv; nil when the broker's CPUs or the file are unknown.
@@ -168,7 +236,7 @@ func (c *calibration) coreBusy(s *step) (map[int64]coreUse, string, error) {
 	for _, r := range rows {
 		if slices.Contains(set, int(r.CPU)) {
 			u := use[r.TStart]
-			use[r.TStart] = coreUse{u.busy + r.Busy, u.irq + r.IRQ + r.SoftIRQ}
+			use[r.TStart] = coreUse{u.exact + r.BusyExact, u.tick + r.Busy, u.irq + r.IRQ + r.SoftIRQ}
 		}
 	}
 	return use, joinInts(set), nil

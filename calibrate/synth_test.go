@@ -24,6 +24,10 @@ const (
 	synShare    = 0.2          // CPU 0 is busy 1.2 × the broker's CPU
 	synLoadUtil = 0.5          // CPU 1: the load generator
 	synSoftIRQ  = 0.1          // of the broker's CPU, on CPU 0 (within synShare)
+	// /proc/stat's tick-sampled busy time sees this fraction of the
+	// exact: a broker waking between ticks (issue 21), which the
+	// calibration must not use.
+	synTickSeen = 0.07
 )
 
 // synStep is one step of the synthetic sweep.
@@ -113,10 +117,12 @@ func writeSynthStep(t *testing.T, dir string, st recfile.SweepStep, s synStep) [
 			tw = append(tw, recfile.ThreadWindowRow{TStart: t0, TEnd: t0 + synWindow, TID: tid,
 				CPUNs: int64(synDemand(tid, w) * float64(in)), MsgsIn: in})
 		}
+		busy0 := s.util * (1 + synShare)
 		cpu = append(cpu, recfile.CPURow{TStart: t0, TEnd: t0 + synWindow, MsgsIn: in, BrokerCgroup: s.util, BrokerProc: s.util,
-			System: s.util*(1+synShare) + synLoadUtil, SystemSoftIRQ: s.util*synSoftIRQ + 0.05})
-		cores = append(cores, recfile.CPUCoreRow{TStart: t0, TEnd: t0 + synWindow, CPU: 0, Busy: s.util * (1 + synShare), SoftIRQ: s.util * synSoftIRQ},
-			recfile.CPUCoreRow{TStart: t0, TEnd: t0 + synWindow, CPU: 1, Busy: synLoadUtil, SoftIRQ: 0.05})
+			System: (busy0 + synLoadUtil) * synTickSeen, SystemSoftIRQ: s.util*synSoftIRQ + 0.05,
+			SystemExact: busy0 + synLoadUtil, SystemMinusBrokerExact: busy0 + synLoadUtil - s.util})
+		cores = append(cores, recfile.CPUCoreRow{TStart: t0, TEnd: t0 + synWindow, CPU: 0, Busy: busy0 * synTickSeen, SoftIRQ: s.util * synSoftIRQ, BusyExact: busy0},
+			recfile.CPUCoreRow{TStart: t0, TEnd: t0 + synWindow, CPU: 1, Busy: synLoadUtil * synTickSeen, SoftIRQ: 0.05, BusyExact: synLoadUtil})
 		net = append(net, recfile.NetRow{TStart: t0, TEnd: t0 + synWindow, MsgsIn: in, MsgsOut: in,
 			PktsIn: uint64(in / 2), PktsOut: uint64(in), BytesIn: uint64(in * 1100), BytesOut: uint64(in * 1100)})
 	}

@@ -27,6 +27,9 @@ import (
 
 func TestMain(m *testing.M) {
 	RunShim() // Group.Start on v1 re-executes this test binary as its shim
+	if runSpin() {
+		os.Exit(0) // TestExactBusy's child
+	}
 	os.Exit(m.Run())
 }
 
@@ -176,6 +179,19 @@ func checkBusy(t *testing.T, r *recording, version, path string) {
 	if *tot.SystemMinusNs != *tot.SystemBusyNs-*tot.CgroupNs {
 		t.Errorf("system_minus_broker_ns %d != %d - %d", *tot.SystemMinusNs, *tot.SystemBusyNs, *tot.CgroupNs)
 	}
+	exact := m.ExactBusySource != ""
+	if exact {
+		// The exact busy time holds the burner's, to the cgroup counter's
+		// update lag (a tick) at each end.
+		if sys := float64(*tot.SystemExactNs); sys < cg-2*tickNs {
+			t.Errorf("exact system busy %.0f ns < broker %.0f ns", sys, cg)
+		}
+		if *tot.SystemMinusExactNs != *tot.SystemExactNs-*tot.CgroupNs {
+			t.Errorf("system_minus_broker_exact_ns %d != %d - %d", *tot.SystemMinusExactNs, *tot.SystemExactNs, *tot.CgroupNs)
+		}
+	} else {
+		t.Logf("no exact busy time: %s", m.ExactBusyMissing)
+	}
 
 	var sumIn, sumOut int
 	var utilSum, timeSum float64
@@ -210,6 +226,15 @@ func checkBusy(t *testing.T, r *recording, version, path string) {
 		}
 		if f := num(t, w, "system_util_frac"); math.Abs(f*float64(m.CPUs)-sys) > 1e-5 {
 			t.Errorf("window %v: system_util_frac %.6f * %d CPUs != system_util %.6f", w, f, m.CPUs, sys)
+		}
+		if exact {
+			e := num(t, w, "system_exact_util")
+			if e < u-(tickNs+1e6)/float64(z-a) {
+				t.Errorf("window %v: exact system busy %.6f < broker %.6f", w, e, u)
+			}
+			if d := num(t, w, "system_minus_broker_exact_util") - (e - u); math.Abs(d) > 2e-6 {
+				t.Errorf("window %v: system_minus_broker_exact_util != system_exact_util - broker_cgroup_util", w)
+			}
 		}
 		if in > 0 {
 			want := u * float64(z-a) / float64(in)
@@ -273,7 +298,7 @@ func checkBusy(t *testing.T, r *recording, version, path string) {
 	// kernel reads them one after the other: a tick apart. (A single CPU's
 	// window can exceed 1.0 on a virtual machine, whose ticks catch up
 	// after the hypervisor stalled it.)
-	busy := map[string]float64{}
+	busy, busyExact := map[string]float64{}, map[string]float64{}
 	for i, row := range r.cores {
 		w := r.windows[i/m.CPUs]
 		if row["t_start_ns"] != w["t_start_ns"] || row["t_end_ns"] != w["t_end_ns"] || row["cpu"] != strconv.Itoa(i%m.CPUs) {
@@ -284,11 +309,18 @@ func checkBusy(t *testing.T, r *recording, version, path string) {
 			t.Errorf("CPU %s busy %.3f", row["cpu"], b)
 		}
 		busy[w["t_start_ns"]] += b
+		if exact {
+			busyExact[w["t_start_ns"]] += num(t, row, "busy_exact_util")
+		}
 	}
 	for _, w := range r.windows {
 		dt := num(t, w, "t_end_ns") - num(t, w, "t_start_ns")
 		if b := busy[w["t_start_ns"]]; math.Abs(b-num(t, w, "system_util")) > 2*float64(m.CPUs)*tickNs/dt+1e-5 {
 			t.Errorf("window %v: CPUs' busy_util add up to %.6f", w, b)
+		}
+		// The exact columns are one reading each: the sum is to rounding.
+		if b := busyExact[w["t_start_ns"]]; exact && math.Abs(b-num(t, w, "system_exact_util")) > float64(m.CPUs)*1e-6 {
+			t.Errorf("window %v: CPUs' busy_exact_util add up to %.6f", w, b)
 		}
 	}
 }
@@ -372,6 +404,23 @@ func TestPinned(t *testing.T) {
 	}
 	if ran := float64(*r.meta.Totals.CgroupNs); busy < ran-3*tickNs {
 		t.Errorf("CPU %s busy %.1f ms < burner's %.1f ms", cpu, busy/1e6, ran/1e6)
+	}
+	// Exactly: to the cgroup counter's update lag (a scheduler tick, at
+	// most a USER_HZ tick) at each end.
+	if r.meta.ExactBusySource == "" {
+		return
+	}
+	var exact float64
+	for _, row := range r.cores {
+		if row["cpu"] == cpu {
+			exact += num(t, row, "busy_exact_util") * (num(t, row, "t_end_ns") - num(t, row, "t_start_ns"))
+		}
+	}
+	t.Logf("CPU %s: exact busy %.3f ms, burner %.3f ms, recording %.3f ms", cpu, exact/1e6, float64(*r.meta.Totals.CgroupNs)/1e6, float64(r.meta.Totals.DurationNs)/1e6)
+	// A reader pinned to the burner's CPU waits for its turn (at most a
+	// scheduler slice, 3 ms) at each reading: its span can be that longer.
+	if ran := float64(*r.meta.Totals.CgroupNs); exact < ran-2*tickNs || exact > float64(r.meta.Totals.DurationNs)+6e6 {
+		t.Errorf("CPU %s exact busy %.1f ms, burner's %.1f ms, over %.1f ms", cpu, exact/1e6, ran/1e6, float64(r.meta.Totals.DurationNs)/1e6)
 	}
 }
 
@@ -626,8 +675,8 @@ func TestReadingGaps(t *testing.T) {
 	if fmt.Sprint(ts) != "[0 110 210]" {
 		t.Fatalf("readings at %v, want [0 110 210]", ts)
 	}
-	want := "0,110,0,0.545455,0.545455,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.454545\n" +
-		"110,210,0,0.500000,0.500000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.500000\n"
+	want := "0,110,0,0.545455,0.545455,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.454545,\n" +
+		"110,210,0,0.500000,0.500000,0.000000,0.000000,0.000000,0.000000,0.000000,0.000000,0.500000,\n"
 	if rows != want {
 		t.Fatalf("cpu_cores.csv rows:\n%s\nwant:\n%s", rows, want)
 	}

@@ -19,6 +19,7 @@ import (
 // last two readings of /proc/stat.
 func (s *Source) flushCores() {
 	prev, per, t0, t := s.perPrev, s.perLast, s.tPrev, s.tLast
+	busy0, busy := s.busyPrev, s.busyLast
 	if prev != nil && per != nil && t > t0 {
 		ids := make([]int64, 0, len(per))
 		for id := range per {
@@ -35,13 +36,19 @@ func (s *Source) flushCores() {
 				TStart: t0, TEnd: t, CPU: id,
 				Busy: share(d.busy()), User: share(d.user), Nice: share(d.nice), System: share(d.system),
 				IRQ: share(d.irq), SoftIRQ: share(d.softirq), IOWait: share(d.iowait), Steal: share(d.steal), Idle: share(d.idle),
+				BusyExact: math.NaN(),
+			}
+			if a, ok := busy0[id]; ok {
+				if z, ok := busy[id]; ok {
+					row.BusyExact = float64(z-a) / dt
+				}
 			}
 			if err := s.cores.Write(&row); err != nil && s.coresErr == nil {
 				s.coresErr = err
 			}
 		}
 	}
-	s.perPrev, s.tPrev = nil, 0 // written
+	s.perPrev, s.busyPrev, s.tPrev = nil, nil, 0 // written
 }
 
 // closeCores writes the last window of cpu_cores.csv and closes it.
@@ -81,6 +88,7 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 		return float64(d) / dt
 	}
 	cg := a.cgOK && z.cgOK
+	exact := a.busyOK && z.busyOK && a.busyN == z.busyN
 	run := a.runOK && z.runOK
 	st := a.statOK && z.statOK
 	sys := a.systemOK && z.systemOK
@@ -90,16 +98,18 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 	bok := ok0 && ok1
 	row := recfile.CPURow{
 		TStart: a.t, TEnd: z.t, MsgsIn: in, MsgsOut: out,
-		BrokerCgroup:      util(cg, z.cg.total-a.cg.total),
-		BrokerProc:        util(run, z.run-a.run),
-		BrokerUser:        util(st, z.user-a.user),
-		BrokerSys:         util(st, z.sys-a.sys),
-		System:            util(sys, d.busy()),
-		SystemIRQ:         util(sys, d.irq),
-		SystemSoftIRQ:     util(sys, d.softirq),
-		SystemMinusBroker: util(sys && bok, d.busy()-(b1-b0)),
-		CPUNsPerMsg:       math.NaN(),
-		SystemFrac:        math.NaN(),
+		BrokerCgroup:           util(cg, z.cg.total-a.cg.total),
+		BrokerProc:             util(run, z.run-a.run),
+		BrokerUser:             util(st, z.user-a.user),
+		BrokerSys:              util(st, z.sys-a.sys),
+		System:                 util(sys, d.busy()),
+		SystemIRQ:              util(sys, d.irq),
+		SystemSoftIRQ:          util(sys, d.softirq),
+		SystemMinusBroker:      util(sys && bok, d.busy()-(b1-b0)),
+		CPUNsPerMsg:            math.NaN(),
+		SystemFrac:             math.NaN(),
+		SystemExact:            util(exact, z.busy-a.busy),
+		SystemMinusBrokerExact: util(exact && bok, z.busy-a.busy-(b1-b0)),
 	}
 	if bok && in > 0 {
 		row.CPUNsPerMsg = float64(b1-b0) / float64(in)

@@ -28,6 +28,7 @@ func randReading(rng *rand.Rand, t int64) reading {
 		run: n(), wait: n(), runOK: rng.IntN(4) > 0,
 		user: n(), sys: n(), statOK: rng.IntN(4) > 0,
 		system: times(), ncpu: rng.IntN(5), systemOK: rng.IntN(4) > 0,
+		busy: n(), busyN: rng.IntN(3), busyOK: rng.IntN(4) > 0,
 	}
 }
 
@@ -69,14 +70,18 @@ func TestFilesAsBefore(t *testing.T) {
 		if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](s.env.Out, recfile.CPUCoresFile); err != nil {
 			t.Fatal(err)
 		}
-		want := []byte("t_start_ns,t_end_ns,cpu,busy_util,user_util,nice_util,system_util,irq_util,softirq_util,iowait_util,steal_util,idle_util\n")
+		want := []byte("t_start_ns,t_end_ns,cpu,busy_util,user_util,nice_util,system_util,irq_util,softirq_util,iowait_util,steal_util,idle_util,busy_exact_util\n")
 		for range rng.IntN(4) {
 			s.perPrev, s.perLast = map[int64]cpuTimes{}, map[int64]cpuTimes{}
+			s.busyPrev, s.busyLast = map[int64]int64{}, map[int64]int64{}
 			for id := range int64(rng.IntN(6)) {
 				s.perPrev[id], s.perLast[id+int64(rng.IntN(2))] = randReading(rng, 0).system, randReading(rng, 0).system
+				if rng.IntN(3) > 0 {
+					s.busyPrev[id], s.busyLast[id+int64(rng.IntN(2))] = rng.Int64N(1e9), rng.Int64N(2e9)
+				}
 			}
 			s.tPrev, s.tLast = rng.Int64N(1e9), rng.Int64N(2e9)
-			want = append(want, oldCores(s.perPrev, s.perLast, s.tPrev, s.tLast)...)
+			want = append(want, oldCores(s.perPrev, s.perLast, s.busyPrev, s.busyLast, s.tPrev, s.tLast)...)
 			s.flushCores()
 		}
 		if err := s.closeCores(); err != nil {
@@ -97,8 +102,9 @@ func sameFile(t *testing.T, i int, path string, want []byte) {
 	}
 }
 
-// oldCores is flushCores before recfile.CPUCoreRow.
-func oldCores(prev, per map[int64]cpuTimes, t0, t int64) []byte {
+// oldCores is flushCores before recfile.CPUCoreRow, with busy_exact_util
+// added.
+func oldCores(prev, per map[int64]cpuTimes, busy0, busy map[int64]int64, t0, t int64) []byte {
 	var b []byte
 	if prev == nil || per == nil || t <= t0 {
 		return b
@@ -122,6 +128,12 @@ func oldCores(prev, per map[int64]cpuTimes, t0, t int64) []byte {
 			b = append(b, ',')
 			b = strconv.AppendFloat(b, float64(v)/dt, 'f', 6, 64)
 		}
+		b = append(b, ',')
+		a, okA := busy0[id]
+		z, okZ := busy[id]
+		if okA && okZ {
+			b = strconv.AppendFloat(b, float64(z-a)/dt, 'f', 6, 64)
+		}
 		b = append(b, '\n')
 	}
 	return b
@@ -130,7 +142,8 @@ func oldCores(prev, per map[int64]cpuTimes, t0, t int64) []byte {
 // oldWindows is writeWindows before recfile.CPURow.
 func oldWindows(s *Source, tl *source.Timeline) []byte {
 	b := []byte("t_start_ns,t_end_ns,msgs_in,msgs_out,broker_cgroup_util,broker_proc_util,broker_user_util,broker_sys_util," +
-		"system_util,system_irq_util,system_softirq_util,system_minus_broker_util,cpu_ns_per_msg,system_util_frac\n")
+		"system_util,system_irq_util,system_softirq_util,system_minus_broker_util,cpu_ns_per_msg,system_util_frac," +
+		"system_exact_util,system_minus_broker_exact_util\n")
 	for i := 1; i < len(s.readings); i++ {
 		a, z := &s.readings[i-1], &s.readings[i]
 		if z.t <= a.t {
@@ -175,6 +188,9 @@ func oldWindows(s *Source, tl *source.Timeline) []byte {
 		if sys && z.ncpu > 0 {
 			b = strconv.AppendFloat(b, float64(d.busy())/dt/float64(z.ncpu), 'f', 6, 64)
 		}
+		exact := a.busyOK && z.busyOK && a.busyN == z.busyN
+		util(exact, z.busy-a.busy)
+		util(exact && bok, z.busy-a.busy-(b1-b0))
 		b = append(b, '\n')
 	}
 	return b

@@ -3,6 +3,7 @@ package collect
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/brokertrace/brokertrace/recfile"
@@ -17,6 +18,16 @@ type CPUMeta struct {
 	// BrokerCPUSource is the broker CPU that system_minus_broker_util and
 	// cpu_ns_per_msg use: cgroup, schedstat or stat.
 	BrokerCPUSource string `json:"broker_cpu_source"`
+	// ExactBusySource is where the exact busy columns (cpu.csv
+	// system_exact_util, cpu_cores.csv busy_exact_util) come from:
+	// "cpuidle", or "" when they are empty and ExactBusyMissing says why.
+	// The tick-sampled /proc/stat columns are cross-checks.
+	ExactBusySource  string `json:"exact_busy_source"`
+	ExactBusyMissing string `json:"exact_busy_missing,omitempty"`
+	// ExactBusyRemote lists the CPUs the recorder could not pin a reader
+	// to (a cpuset): their residency was read from another CPU, and a
+	// window of theirs can be off by the idle period in progress.
+	ExactBusyRemote []int64 `json:"exact_busy_remote_cpus,omitempty"`
 	// PerMsgSource is the cumulative CPU U of cpu_per_msg.csv.
 	PerMsgSource string `json:"cpu_per_msg_source"`
 	Every        int    `json:"cpu_every"`
@@ -41,19 +52,22 @@ type CPUMeta struct {
 // Totals are the CPU times over the recording (first to last reading), in
 // ns; null when the counter could not be read twice.
 type Totals struct {
-	DurationNs       int64    `json:"duration_ns"`
-	CgroupNs         *int64   `json:"cgroup_ns"`
-	CgroupUserNs     *int64   `json:"cgroup_user_ns"`
-	CgroupSysNs      *int64   `json:"cgroup_sys_ns"`
-	SchedstatNs      *int64   `json:"schedstat_ns"`
-	SchedstatWaitNs  *int64   `json:"schedstat_wait_ns"`
-	StatUserNs       *int64   `json:"stat_user_ns"`
-	StatSysNs        *int64   `json:"stat_sys_ns"`
-	SystemBusyNs     *int64   `json:"system_busy_ns"`
-	SystemIRQNs      *int64   `json:"system_irq_ns"`
-	SystemSoftIRQNs  *int64   `json:"system_softirq_ns"`
-	SystemMinusNs    *int64   `json:"system_minus_broker_ns"`
-	BrokerNsPerMsgIn *float64 `json:"broker_ns_per_msg"`
+	DurationNs      int64  `json:"duration_ns"`
+	CgroupNs        *int64 `json:"cgroup_ns"`
+	CgroupUserNs    *int64 `json:"cgroup_user_ns"`
+	CgroupSysNs     *int64 `json:"cgroup_sys_ns"`
+	SchedstatNs     *int64 `json:"schedstat_ns"`
+	SchedstatWaitNs *int64 `json:"schedstat_wait_ns"`
+	StatUserNs      *int64 `json:"stat_user_ns"`
+	StatSysNs       *int64 `json:"stat_sys_ns"`
+	SystemBusyNs    *int64 `json:"system_busy_ns"`
+	SystemIRQNs     *int64 `json:"system_irq_ns"`
+	SystemSoftIRQNs *int64 `json:"system_softirq_ns"`
+	SystemMinusNs   *int64 `json:"system_minus_broker_ns"`
+	// The exact busy time of all CPUs (cpuidle), and it minus the broker.
+	SystemExactNs      *int64   `json:"system_exact_busy_ns"`
+	SystemMinusExactNs *int64   `json:"system_minus_broker_exact_ns"`
+	BrokerNsPerMsgIn   *float64 `json:"broker_ns_per_msg"`
 }
 
 // Finish writes cpu.csv and cpu_per_msg.csv and closes cpu_cores.csv.
@@ -63,6 +77,12 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		Cgroup: s.info, Missing: s.missing, BrokerCPUSource: s.brokerSrc, PerMsgSource: s.perMsgSrc,
 		Every: s.opts.Every, Samples: len(s.readings), Reads: s.reads, Failures: s.fails,
 		Threads: s.proc.seen, ThreadsEnded: s.proc.exited,
+		ExactBusyMissing: s.idleWhy,
+	}
+	if s.idle != nil {
+		meta.ExactBusySource = ExactBusyCpuidle
+		meta.ExactBusyRemote = s.idle.remote()
+		s.idle.close()
 	}
 	if meta.Missing == nil {
 		meta.Missing = []string{}
@@ -114,11 +134,31 @@ func (s *Source) totals(t *Totals, in int) (broker *int64) {
 		d := *t.SystemBusyNs - *broker
 		t.SystemMinusNs = &d
 	}
+	t.SystemExactNs = s.exactBusy()
+	if broker != nil && t.SystemExactNs != nil {
+		d := *t.SystemExactNs - *broker
+		t.SystemMinusExactNs = &d
+	}
 	if broker != nil && in > 0 {
 		v := float64(*broker) / float64(in)
 		t.BrokerNsPerMsgIn = &v
 	}
 	return broker
+}
+
+// exactBusy is all CPUs' exact busy time between the first and the last
+// reading of every CPU's busy clock.
+func (s *Source) exactBusy() *int64 {
+	i := slices.IndexFunc(s.readings, func(r reading) bool { return r.busyOK })
+	j := len(s.readings) - 1
+	for j > i && !s.readings[j].busyOK {
+		j--
+	}
+	if i < 0 || j <= i || s.readings[i].busyN != s.readings[j].busyN {
+		return nil
+	}
+	d := s.readings[j].busy - s.readings[i].busy
+	return &d
 }
 
 // delta is the change of a counter between the first and the last reading
@@ -145,10 +185,13 @@ func (s *Source) delta(ok func(*reading) bool, v func(*reading) int64) *int64 {
 // many every-N-th messages fell outside the readings.
 func (s *Source) warnings(skipped int) []string {
 	warns := append([]string(nil), s.missing...)
+	if s.idleWhy != "" {
+		warns = append(warns, "the exact busy columns (system_exact_util, busy_exact_util) are empty: "+s.idleWhy+"; only /proc/stat's tick-sampled busy time is recorded")
+	}
 	if s.info.OtherProcesses > 0 {
 		warns = append(warns, fmt.Sprintf("cgroup %s also holds %d other processes; broker_cgroup_util counts them too", s.info.Path, s.info.OtherProcesses))
 	}
-	for _, what := range []string{"cgroup", "stat", "schedstat", "system"} {
+	for _, what := range []string{"cgroup", "stat", "schedstat", "system", "cpuidle"} {
 		n := s.fails[what]
 		if n == 0 || (what == "cgroup" && s.cg == nil) {
 			continue
@@ -179,11 +222,19 @@ func (s *Source) summary(m *CPUMeta, broker *int64) string {
 		}
 		parts = append(parts, fmt.Sprintf("broker %.2f CPUs (%s)", float64(*broker)/1e9/secs, src))
 	}
-	if t := m.Totals; t.SystemBusyNs != nil {
-		parts = append(parts, fmt.Sprintf("system %.2f of %d CPUs (irq %.2f, softirq %.2f)", float64(*t.SystemBusyNs)/1e9/secs, m.CPUs,
-			float64(*t.SystemIRQNs)/1e9/secs, float64(*t.SystemSoftIRQNs)/1e9/secs))
+	cpus := func(ns int64) float64 { return float64(ns) / 1e9 / secs }
+	t := m.Totals
+	if t.SystemExactNs != nil {
+		parts = append(parts, fmt.Sprintf("system %.2f of %d CPUs (cpuidle)", cpus(*t.SystemExactNs), m.CPUs))
+		if t.SystemMinusExactNs != nil {
+			parts = append(parts, fmt.Sprintf("outside the broker %.2f", cpus(*t.SystemMinusExactNs)))
+		}
+	}
+	if t.SystemBusyNs != nil {
+		parts = append(parts, fmt.Sprintf("tick-sampled /proc/stat: system %.2f (irq %.2f, softirq %.2f)", cpus(*t.SystemBusyNs),
+			cpus(*t.SystemIRQNs), cpus(*t.SystemSoftIRQNs)))
 		if t.SystemMinusNs != nil {
-			parts = append(parts, fmt.Sprintf("outside the broker %.2f", float64(*t.SystemMinusNs)/1e9/secs))
+			parts = append(parts, fmt.Sprintf("outside the broker %.2f", cpus(*t.SystemMinusNs)))
 		}
 	}
 	if v := m.Totals.BrokerNsPerMsgIn; v != nil {

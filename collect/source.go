@@ -1,8 +1,11 @@
 package collect
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,11 +33,15 @@ type Options struct {
 	// cannot be read.
 	cgroupRoot string
 	cgroupPath string
+	// cpuidleRoot, when set, replaces /sys/devices/system/cpu: tests use
+	// it to simulate a host without cpuidle.
+	cpuidleRoot string
 }
 
 // Source is the "cpu" source.Source: it reads the broker's cgroup CPU time,
 // its /proc/PID/stat and per-thread schedstat, and the system-wide
-// /proc/stat at the start, every window and at the end, and writes
+// /proc/stat and each CPU's cpuidle residency at the start, every window
+// and at the end, and writes
 // cpu.csv (one row per window), cpu_per_msg.csv (the ZeroMQ C_n, every
 // Every-th message) and cpu_cores.csv (each CPU, each window).
 //
@@ -56,6 +63,10 @@ type Source struct {
 	cg      cgroupReader
 	info    CgroupInfo
 	missing []string
+	// idle reads the CPUs' idle-state residency for the exact busy
+	// columns; nil, with idleWhy saying why, when the host has none.
+	idle    *idleReader
+	idleWhy string
 
 	readings []reading
 	// brokerSrc is the broker CPU used for system_minus_broker_util and
@@ -80,9 +91,10 @@ type Source struct {
 	coresErr error
 	// Per-CPU times at the last two readings: the window between them
 	// goes to cpu_cores.csv once the last reading is final.
-	perPrev, perLast map[int64]cpuTimes
-	tPrev, tLast     int64
-	drained          bool
+	perPrev, perLast   map[int64]cpuTimes
+	busyPrev, busyLast map[int64]int64 // busy clocks (idleReader), ns
+	tPrev, tLast       int64
+	drained            bool
 }
 
 // reading is one sample of every counter, in ns. An ok flag is false when
@@ -98,6 +110,13 @@ type reading struct {
 	system    cpuTimes // /proc/stat, all CPUs
 	ncpu      int
 	systemOK  bool
+	// busy is the CPUs' busy clocks (time less cpuidle residency, ns;
+	// see idleReader) summed over busyN CPUs, busyPer each CPU's; busyOK
+	// when every CPU's was read.
+	busy    int64
+	busyN   int
+	busyOK  bool
+	busyPer map[int64]int64
 }
 
 // NewSource returns the CPU source.
@@ -138,6 +157,7 @@ func (s *Source) Start(env *source.Env) error {
 		return err
 	}
 
+	s.openIdle()
 	s.minGap = max(int64(env.Window)/4, 1)
 	first, per := s.read()
 	if !first.runOK {
@@ -151,12 +171,27 @@ func (s *Source) Start(env *source.Env) error {
 	}
 	if s.cg == nil && !first.runOK && !first.statOK && !first.systemOK {
 		s.cores.Abort()
+		if s.idle != nil {
+			s.idle.close()
+		}
 		return fmt.Errorf("%w: %s", source.ErrUnavailable, strings.Join(s.missing, "; "))
 	}
 	s.brokerSrc = first.firstReadable("cgroup", "schedstat", "stat")
 	s.perMsgSrc = first.firstReadable("schedstat", "cgroup", "stat")
 	s.add(first, per)
 	return nil
+}
+
+// openIdle opens the cpuidle residency of the CPUs /proc/stat lists.
+func (s *Source) openIdle() {
+	root := cmp.Or(s.opts.cpuidleRoot, cpuidleRoot)
+	_, per, err := readSystem(s.fs)
+	if err == nil {
+		s.idle, err = openIdle(root, slices.Collect(maps.Keys(per)))
+	}
+	if err != nil {
+		s.idleWhy = err.Error()
+	}
 }
 
 // read reads every counter once. The time is taken just before the reads,
@@ -183,6 +218,12 @@ func (s *Source) read() (reading, map[int64]cpuTimes) {
 	r.systemOK = err == nil
 	r.ncpu = len(per)
 	s.fail("system", err)
+	if s.idle == nil {
+		return r, per
+	}
+	per1, total, err := s.idle.read()
+	r.busy, r.busyN, r.busyOK, r.busyPer = total, len(per1), err == nil, per1
+	s.fail("cpuidle", err)
 	return r, per
 }
 
@@ -230,19 +271,19 @@ func (s *Source) fail(what string, err error) {
 func (s *Source) add(r reading, per map[int64]cpuTimes) {
 	if n := len(s.readings); n >= 2 && r.t-s.readings[n-1].t < s.minGap {
 		last := &s.readings[n-1]
-		if (last.cgOK && !r.cgOK) || (last.runOK && !r.runOK) || (last.statOK && !r.statOK) || (last.systemOK && !r.systemOK) {
+		if (last.cgOK && !r.cgOK) || (last.runOK && !r.runOK) || (last.statOK && !r.statOK) || (last.systemOK && !r.systemOK) || (last.busyOK && !r.busyOK) {
 			return
 		}
 		*last = r
 		s.mark(r.t)
-		s.perLast, s.tLast = per, r.t
+		s.perLast, s.busyLast, s.tLast = per, r.busyPer, r.t
 		return
 	}
 	s.flushCores()
 	s.readings = append(s.readings, r)
 	s.mark(r.t)
-	s.perPrev, s.tPrev = s.perLast, s.tLast
-	s.perLast, s.tLast = per, r.t
+	s.perPrev, s.busyPrev, s.tPrev = s.perLast, s.busyLast, s.tLast
+	s.perLast, s.busyLast, s.tLast = per, r.busyPer, r.t
 }
 
 // mark makes a reading's time an edge of the recording's timeline, so

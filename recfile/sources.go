@@ -59,6 +59,16 @@ type ThreadRow struct {
 
 // CPURow is one window of cpu.csv: the broker's and the system's CPU
 // utilisation (CPU seconds per second; 1.0 is one CPU busy).
+//
+// The system's busy time comes two ways. System, SystemIRQ, SystemSoftIRQ
+// and SystemMinusBroker are /proc/stat's, which charges each scheduler
+// tick wholly to what the CPU was doing at that instant: tick-sampled, a
+// cross-check only (a broker that wakes between ticks can be 14 times
+// busier than /proc/stat says). SystemExact and SystemMinusBrokerExact are
+// wall time minus the CPUs' idle-state residency (cpuidle), exact to
+// microseconds over any span of windows; they are empty where the host has
+// no cpuidle driver (meta.json says why). What is calibrated or judged
+// uses the exact columns.
 type CPURow struct {
 	TStart            int64   `csv:"t_start_ns"`
 	TEnd              int64   `csv:"t_end_ns"`
@@ -74,6 +84,9 @@ type CPURow struct {
 	SystemMinusBroker float64 `csv:"system_minus_broker_util" prec:"6"`
 	CPUNsPerMsg       float64 `csv:"cpu_ns_per_msg" prec:"1"`
 	SystemFrac        float64 `csv:"system_util_frac" prec:"6"`
+	// Exact: Σ over CPUs of busy_exact_util, and it minus the broker.
+	SystemExact            float64 `csv:"system_exact_util" prec:"6"`
+	SystemMinusBrokerExact float64 `csv:"system_minus_broker_exact_util" prec:"6"`
 }
 
 // CPUPerMsgRow is one row of cpu_per_msg.csv: the broker's cumulative CPU
@@ -87,7 +100,8 @@ type CPUPerMsgRow struct {
 }
 
 // CPUCoreRow is one CPU in one window of cpu_cores.csv, as shares of the
-// window.
+// window. Busy to Idle are /proc/stat's tick-sampled times (a cross-check,
+// see CPURow); BusyExact is the window minus the CPU's cpuidle residency.
 type CPUCoreRow struct {
 	TStart  int64   `csv:"t_start_ns"`
 	TEnd    int64   `csv:"t_end_ns"`
@@ -101,6 +115,15 @@ type CPUCoreRow struct {
 	IOWait  float64 `csv:"iowait_util" prec:"6"`
 	Steal   float64 `csv:"steal_util" prec:"6"`
 	Idle    float64 `csv:"idle_util" prec:"6"`
+	// BusyExact is exact to microseconds, each CPU read by a thread
+	// pinned to it, at the moment that thread runs: on a fully busy CPU
+	// up to a scheduler slice after the row's reading, so one window can
+	// show a few percent over 1, which the next gives back. A CPU the
+	// recorder may not run on (meta.json exact_busy_remote_cpus) is read
+	// from elsewhere, and one window of it can stray by the idle period in
+	// progress at a reading (cpuidle counts a period when it ends); sums
+	// over windows stay exact.
+	BusyExact float64 `csv:"busy_exact_util" prec:"6"`
 }
 
 // PacketRow is one bar of packets.csv: how many captured TCP segments of

@@ -134,10 +134,13 @@ type SweepStep struct {
 	Saturated    bool    `json:"saturated"`
 	Messages     int64   `json:"messages"` // messages.csv first copies in the window
 	// BrokerUtil is the broker's CPU in CPUs' worth (BrokerUtilSource:
-	// cgroup or schedstat), SystemUtil all CPUs' busy time (/proc/stat).
+	// cgroup or schedstat), SystemUtil all CPUs' busy time
+	// (SystemUtilSource: cpuidle, exact, when every row has it; else
+	// proc_stat, tick-sampled).
 	BrokerUtil       float64 `json:"broker_util"`
 	BrokerUtilSource string  `json:"broker_util_source"`
 	SystemUtil       float64 `json:"system_util"`
+	SystemUtilSource string  `json:"system_util_source,omitempty"`
 	// Context switches per message entering the broker: out of the
 	// broker's threads (a), and on the CPUs of its affinity (b).
 	SwitchesPerMsgThreads float64 `json:"switches_per_msg_threads"`

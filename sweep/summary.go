@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path/filepath"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
@@ -115,10 +116,13 @@ func absent(st *recfile.SweepStep, err error, what string) error {
 
 // cpu fills the utilisations: time-weighted means over cpu.csv's rows.
 // The broker's is its cgroup's when every row has it (run mode, or a
-// broker in a cgroup of its own), else /proc's schedstat run time.
+// broker in a cgroup of its own), else /proc's schedstat run time. The
+// system's is the exact busy time (cpuidle) when every row has it, else
+// /proc/stat's, which the tick samples: a prediction judged on it would
+// be judged on a figure that can be a fraction of the truth.
 func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
-	var dur, cg, proc, sys float64
-	cgroupAll := true
+	var dur, cg, proc, sys, exact float64
+	cgroupAll, exactAll := true, true
 	err := recfile.ScanTable(filepath.Join(dir, recfile.CPUFile), func(r *recfile.CPURow) error {
 		if !midIn(in, r.TStart, r.TEnd) {
 			return nil
@@ -128,7 +132,9 @@ func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 		cg += r.BrokerCgroup * d
 		proc += r.BrokerProc * d
 		sys += r.System * d
+		exact += r.SystemExact * d
 		cgroupAll = cgroupAll && r.BrokerCgroup == r.BrokerCgroup // NaN: no cgroup
+		exactAll = exactAll && !math.IsNaN(r.SystemExact)
 		return nil
 	})
 	if err != nil || dur == 0 {
@@ -138,7 +144,10 @@ func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 	if cgroupAll {
 		st.BrokerUtil, st.BrokerUtilSource = cg/dur, "cgroup"
 	}
-	st.SystemUtil = sys / dur
+	st.SystemUtil, st.SystemUtilSource = sys/dur, "proc_stat"
+	if exactAll {
+		st.SystemUtil, st.SystemUtilSource = exact/dur, "cpuidle"
+	}
 	return nil
 }
 

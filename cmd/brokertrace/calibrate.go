@@ -103,7 +103,7 @@ steps of different brokers, lossy steps, a sweep that never saturated).`,
 	f.StringVar(&opt.Pattern, "pattern", calibrate.DefaultPattern, "the steps of this pattern calibrate the model (every step counts for coalescing)")
 	f.Float64Var(&opt.Near, "near", calibrate.DefaultNear, "steps achieving at least this share of the peak throughput are near saturation: stage demands come from them")
 	f.Float64Var(&opt.Plateau, "plateau", calibrate.DefaultPlateau, "utilisation has reached its plateau at a step with at least this share of the highest")
-	f.StringVar(&opt.ShareFrom, "system-share-from", calibrate.ShareBusy, "CPU outside the broker: busy (all busy time of the broker's CPUs minus the broker's, as ICPE'14) or irq (interrupt and softirq time only: robust when other tasks share the CPUs)")
+	f.StringVar(&opt.ShareFrom, "system-share-from", calibrate.ShareBusy, "CPU outside the broker: busy (the exact busy time of the broker's CPUs, from cpuidle, minus the broker's, as ICPE'14) or irq (interrupt and softirq time only, tick-sampled by /proc/stat: robust when other tasks share the CPUs, and usable on recordings without exact busy time)")
 	f.StringVar(&opt.GCLog, "gc-log", "", "a JVM GC log of the sweep's broker, written with -Xlog:gc:file=FILE:time: the GC threshold and pause come from it (as ICPE'14), compared with the pauses the kernel showed")
 	f.DurationVar(&opt.PauseMin, "pause-min", calibrate.DefaultPauseMin, "the shortest stall (no read while bytes wait in the socket) counted as a pause")
 	f.Float64Var(&opt.Penalties, "switch-penalties", 0, "k, context-switch penalties per message at the rate of peak utilisation (0: one per timed place of the model)")

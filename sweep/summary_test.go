@@ -1,0 +1,43 @@
+package sweep
+
+import (
+	"math"
+	"testing"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// TestCPUSystemExact: a step's system_util is the exact busy time when
+// every row in the window has it, else /proc/stat's tick-sampled one,
+// and says which.
+func TestCPUSystemExact(t *testing.T) {
+	in := func(int64) bool { return true }
+	for _, c := range []struct {
+		name     string
+		gap      bool // one row without the exact column
+		want     float64
+		wantFrom string
+	}{{"exact", false, 0.6, "cpuidle"}, {"a row without", true, 0.1, "proc_stat"}} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			rows := []recfile.CPURow{
+				{TStart: 0, TEnd: 100, BrokerCgroup: 0.5, System: 0.1, SystemExact: 0.6},
+				{TStart: 100, TEnd: 200, BrokerCgroup: 0.5, System: 0.1, SystemExact: 0.6},
+			}
+			if c.gap {
+				rows[1].SystemExact = math.NaN()
+			}
+			if err := recfile.WriteTable(testutil.OutDir(t, dir), recfile.CPUFile, rows); err != nil {
+				t.Fatal(err)
+			}
+			var st recfile.SweepStep
+			if err := cpu(dir, &st, in); err != nil {
+				t.Fatal(err)
+			}
+			if math.Abs(st.SystemUtil-c.want) > 1e-9 || st.SystemUtilSource != c.wantFrom || st.BrokerUtil != 0.5 {
+				t.Errorf("system_util %v from %q, broker %v; want %v from %q", st.SystemUtil, st.SystemUtilSource, st.BrokerUtil, c.want, c.wantFrom)
+			}
+		})
+	}
+}
