@@ -255,10 +255,11 @@ func TestWakeCostKnown(t *testing.T) {
 		t.Errorf("cost per wake-up grew by %.1f µs with %d µs burnt per wake-up (%.1f → %.1f µs): want %d ± 10%%", got, spin, w0/1e3, w1/1e3, spin)
 	}
 	for _, d := range []float64{d0, d1} {
-		// The read and write calls cost 7 µs a line here, and a few more
-		// after a long burn has left the caches cold.
-		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+20 {
-			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 20 µs of read and write calls", d/1e3, perMsg, perMsg)
+		// The relay's read and write calls, traced, cost it 6–8 µs a line
+		// beside what it burns, and 11–20 µs when it also burns 300 µs
+		// per wake-up (five runs): the bound leaves 5 µs over the worst.
+		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+25 {
+			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 25 µs of read and write calls", d/1e3, perMsg, perMsg)
 		}
 	}
 }
