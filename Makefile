@@ -61,9 +61,11 @@ test: deps build check-generated cross
 # then `brokertrace overhead --quick` (MooBench method, README "Overhead")
 # on nats-server (about 1.5 minutes) and ActiveMQ (about 6 minutes). The README
 # table is `brokertrace overhead --markdown` without --quick. Then the model
-# loop (scripts/model-bench.sh, about 6 minutes): platform constants, an
-# ActiveMQ sweep, calibration, model files and the prediction beside the
-# measurement (the README's table).
+# loop (scripts/model-bench.sh, about 25 minutes) on nats-server, ActiveMQ
+# and RabbitMQ: a sweep that finds each broker's knee, calibration on its
+# regular steps, model files, the prediction beside the measurement, and
+# the same model against a second sweep with another ladder (the README's
+# tables).
 OVERHEAD_FLAGS ?= --quick
 # The memory soak: SOAK_SECONDS=3600 for the goal's hour (RSS <= 200 MB,
 # flat, at 100 000 msg/s).

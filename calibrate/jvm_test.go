@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -32,20 +31,6 @@ const (
 	jvmStopMin = 10 * time.Millisecond // a SIGSTOP lasts as long as the forced GC, at least this
 )
 
-var buildBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "calibrate-test-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "brokertrace")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/brokertrace")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
-
 // event is something the test did to the JVM, with when (CLOCK_MONOTONIC).
 type event struct{ start, end int64 }
 
@@ -67,10 +52,7 @@ type forced struct {
 func TestCalibrateJVMPauses(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	testutil.RequireTools(t, "jcmd")
-	bin, err := buildBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
+	bin := testutil.Binary(t)
 	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	a := testbroker.StartActiveMQ(t)
 	gcLog := filepath.Join(t.TempDir(), "gc.log")

@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"math"
@@ -12,11 +11,9 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +38,9 @@ func TestMain(m *testing.M) {
 		runSpinRelay()
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testutil.RemoveBinary()
+	os.Exit(code)
 }
 
 func envMicros(name string) int64 {
@@ -131,53 +130,13 @@ func writeAll(fd int, b []byte) {
 	}
 }
 
-// build builds brokertrace: the sweep runs it as a user does.
-func build() (string, error) {
-	dir, err := os.MkdirTemp("", "calibrate-test-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "brokertrace")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/brokertrace")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-}
-
 // startSpinRelay runs the relay on CPU 0 and returns its pid and address.
 func startSpinRelay(t *testing.T, spinUs, perMsgUs int) (int, string) {
 	t.Helper()
 	cmd := exec.Command("taskset", "-c", "0", os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), spinEnv+"="+strconv.Itoa(spinUs), perMsgEnv+"="+strconv.Itoa(perMsgUs), "GOMAXPROCS=4", "GODEBUG=asyncpreemptoff=1", "GOGC=off")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(l, "LISTEN ")
-		if !ok {
-			t.Fatalf("relay said %q", l)
-		}
-		return cmd.Process.Pid, addr
-	case <-time.After(10 * time.Second):
-		t.Fatal("relay did not start within 10s")
-	}
-	return 0, ""
+	addr := testutil.StartListener(t, cmd)
+	return cmd.Process.Pid, addr
 }
 
 // fitRelay sweeps a spinning relay at two rates, regular and in bursts of
@@ -243,11 +202,7 @@ func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs flo
 func TestWakeCostKnown(t *testing.T) {
 	testutil.RequireRoot(t, "records the relay with eBPF probes")
 	testutil.RequireTools(t, "taskset")
-	bin, err := build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(filepath.Dir(bin))
+	bin := testutil.Binary(t)
 	const perMsg, spin = 40, 300
 	d0, w0 := fitRelay(t, bin, 0, perMsg)
 	d1, w1 := fitRelay(t, bin, spin, perMsg)

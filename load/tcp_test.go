@@ -1,7 +1,6 @@
 package load
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -12,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testutil"
 )
 
 // relayEnv makes the test binary run as the raw-TCP relay (see TestMain).
@@ -72,40 +73,14 @@ func startRelay(t *testing.T) (string, func()) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), relayEnv+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	addr := testutil.StartListener(t, cmd)
 	var once sync.Once
-	kill := func() {
+	return addr, func() {
 		once.Do(func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 		})
 	}
-	t.Cleanup(kill)
-	line := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(out)
-		if sc.Scan() {
-			line <- sc.Text()
-		}
-		close(line)
-	}()
-	select {
-	case l := <-line:
-		addr, ok := strings.CutPrefix(l, "LISTEN ")
-		if !ok {
-			t.Fatalf("relay said %q", l)
-		}
-		return addr, kill
-	case <-time.After(10 * time.Second):
-		t.Fatal("relay did not start within 10s")
-	}
-	return "", nil
 }
 
 func TestTCPRelay(t *testing.T) {

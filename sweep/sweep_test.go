@@ -41,25 +41,9 @@ func TestMain(m *testing.M) {
 		return
 	}
 	code := m.Run()
-	if bin, err := build(); err == nil {
-		os.RemoveAll(filepath.Dir(bin))
-	}
+	testutil.RemoveBinary()
 	os.Exit(code)
 }
-
-var build = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "sweep-test-bin")
-	if err != nil {
-		return "", err
-	}
-	bin := filepath.Join(dir, "brokertrace")
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/brokertrace")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return bin, nil
-})
 
 // binary is brokertrace built for the tests: the sweep runs it as a user
 // does.
@@ -67,11 +51,7 @@ func binary(t *testing.T) string {
 	t.Helper()
 	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
 	testutil.RequireTools(t, "taskset", "nats-server")
-	bin, err := build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bin
+	return testutil.Binary(t)
 }
 
 // shortStep are the timing flags of the tests' steps: 1.5 s of sending, a
@@ -513,19 +493,8 @@ func startRelay(t *testing.T) (pid int, addr string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), relayEnv+"=1")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	sc := bufio.NewScanner(stdout)
-	if !sc.Scan() || !strings.HasPrefix(sc.Text(), "LISTEN ") {
-		t.Fatalf("relay said %q", sc.Text())
-	}
-	return cmd.Process.Pid, strings.TrimPrefix(sc.Text(), "LISTEN ")
+	addr = testutil.StartListener(t, cmd)
+	return cmd.Process.Pid, addr
 }
 
 func atoi(s string) int64 {
