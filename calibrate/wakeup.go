@@ -231,9 +231,13 @@ func (c *calibration) pathLatency(m *sim.Model, best *wakeTrial, low *step) erro
 	return nil
 }
 
-// trySpin sets the wake penalty for polling time spin from the lowest
-// step and scores the model over the steps below saturation; nil when
-// the polling alone costs more than the measured wake-ups.
+// trySpin sets the wake penalty for polling time spin and scores the
+// model over the steps below saturation; nil when no penalty fits. The
+// lowest step gives a first penalty (the model's CPU there equal to the
+// broker's); the model's utilisation at each step is nearly linear in
+// the penalty, so a second run there with it and a least-squares line
+// through both runs give the penalty that fits every step best, not the
+// lowest alone (whose CPU may hold a JIT's warm-up).
 func trySpin(m *sim.Model, spin float64, low *step, below []*step) (*wakeTrial, error) {
 	m.SpinNs, m.WakePenaltyNs, m.SwitchPenaltyNs = spin, 0, 0
 	r, err := simulateStep(m, low)
@@ -243,11 +247,28 @@ func trySpin(m *sim.Model, spin float64, low *step, below []*step) (*wakeTrial, 
 	if r.UnparksPerMsg <= 0 || r.Completed == 0 {
 		return nil, nil
 	}
-	// What the model spends per message beside its wake penalties (the
-	// stages' demands, the polling) against the broker's measured CPU.
-	t := &wakeTrial{spin: spin, latency: m.WakeLatencyNs, penalty: (low.BrokerUtil - r.BrokerUtil) * 1e9 / r.Throughput / r.UnparksPerMsg}
-	if t.penalty < 0 {
+	first := (low.BrokerUtil - r.BrokerUtil) * 1e9 / r.Throughput / r.UnparksPerMsg
+	if first <= 0 {
 		return nil, nil
+	}
+	var num, den float64
+	for _, s := range below {
+		u := [2]float64{}
+		for i, w := range []float64{0, first} {
+			m.WakePenaltyNs = w
+			r, err := simulateStep(m, s)
+			if err != nil {
+				return nil, err
+			}
+			u[i] = r.BrokerUtil
+		}
+		slope := (u[1] - u[0]) / first
+		num += slope * (s.BrokerUtil - u[0])
+		den += slope * slope
+	}
+	t := &wakeTrial{spin: spin, latency: m.WakeLatencyNs, penalty: first}
+	if den > 0 && num > 0 {
+		t.penalty = num / den
 	}
 	m.WakePenaltyNs = t.penalty
 	for _, s := range below {
@@ -270,6 +291,6 @@ func simulateStep(m *sim.Model, s *step) (*sim.Result, error) {
 	if s.Pattern == sim.Bursty {
 		a.Pattern, a.Burst = sim.Bursty, max(s.Burst, 1)
 	}
-	n := int(min(max(s.RateAchieved*2, 5000), 50000))
+	n := int(min(max(s.RateAchieved, 5000), 20000))
 	return sim.Run(m, a, sim.Options{Messages: n, Warmup: n / 5, Seed: 1})
 }

@@ -12,7 +12,8 @@
 #
 #   sudo scripts/model-bench.sh [OUT] [BROKER...]   (default: brokertrace-model nats activemq rabbitmq)
 #
-# STEP (default 6s) is each step's length; FROM the knee search's first rate.
+# STEP (default 6s) is each step's length; FROM the knee search's first
+# rate; ANALYSE=1 recalibrates and predicts from the sweeps OUT holds.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 bt="$top/bin/brokertrace"
@@ -127,34 +128,60 @@ for g in p["goals"]:
 PY
 }
 
-for b in "${brokers[@]}"; do
-	d="$out/$b"
+# measure BROKER: the first sweep to the knee and the model from it (the
+# loop the goal times), then the second sweep at fractions of the knee.
+measure() {
+	local b=$1 d="$out/$1"
 	rm -rf "$d" "$d-2" "$d-cv"
 	[ "$b" = rabbitmq ] && { epmd -port 14369 -address 127.0.0.1 -daemon || true; }
+	local t0
 	t0=$(date +%s)
 	sweep "$b" "$d" --from "${FROM:-1000}"
-	cal=(--allow-lossy)
+	analyse_first "$b"
+	echo $(($(date +%s) - t0)) >"$d/loop-seconds"
+	local k rates
+	k=$(knee "$d")
+	rates=$(python3 -c "import sys; k=float(sys.argv[1]); print(','.join('%.0f' % (f*k) for f in (0.15, 0.35, 0.55, 0.75, 0.9, 1.1)))" "$k")
+	sweep "$b" "$d-2" --rates "$rates" --beyond
+}
+
+# analyse_first BROKER: calibrate on the regular steps, the model files,
+# the prediction beside the first sweep.
+analyse_first() {
+	local b=$1 d="$out/$1" cal=(--allow-lossy)
 	[ "$b" = activemq ] && cal+=(--gc-log "$out/$b-base/gc.log")
 	"$bt" calibrate "${cal[@]}" "$d"
 	"$bt" export --out "$d" "$d/calibration.json"
 	"$bt" predict --out "$d" "$d/calibration.json"
-	t1=$(date +%s)
-	k=$(knee "$d")
-	rates=$(python3 -c "import sys; k=float(sys.argv[1]); print(','.join('%.0f' % (f*k) for f in (0.15, 0.35, 0.55, 0.75, 0.9, 1.1)))" "$k")
-	sweep "$b" "$d-2" --rates "$rates" --beyond
+}
+
+# report BROKER: the same model against the second sweep, and the tables.
+report() {
+	local b=$1 d="$out/$1"
 	"$bt" predict --against "$d-2" --out "$d-cv" "$d/calibration.json"
 	{
-		echo "### $b: calibrated on the regular steps of its first sweep (knee $k msg/s)"
+		echo "### $b: calibrated on the regular steps of its first sweep (knee $(knee "$d") msg/s)"
 		echo
 		table "$d/prediction.json"
 		echo
-		echo "### $b: the same model against a second sweep ($rates msg/s)"
+		echo "### $b: the same model against a second sweep ($(python3 -c 'import json,sys; print(",".join("%.0f" % s["rate_asked"] for s in json.load(open(sys.argv[1]))["steps"] if s["pattern"] == "regular"))' "$d-2/sweep.json") msg/s)"
 		echo
 		table "$d-cv/prediction.json"
 		echo
 		"$bt" export --out "$d" "$d/calibration.json" | sed -n 2p | sed 's/^/model.jmva: /'
 		echo
-		echo "The loop (sweep to the knee, calibrate, export, predict) took $((t1 - t0)) s (goal: under 300 s)."
+		echo "The loop (sweep to the knee, calibrate, export, predict) took $(cat "$d/loop-seconds") s (goal: under 300 s)."
 	} >"$out/model-$b.md"
 	cat "$out/model-$b.md"
+}
+
+# ANALYSE=1 redoes only the calibration, model files and tables from the
+# sweeps already in OUT.
+for b in "${brokers[@]}"; do
+	if [ "${ANALYSE:-}" = 1 ]; then
+		analyse_first "$b"
+	else
+		measure "$b"
+	fi
+	report "$b"
 done
