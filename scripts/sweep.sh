@@ -32,37 +32,13 @@ if [ "$which" = nats ] || [ "$which" = both ]; then
 fi
 
 if [ "$which" = activemq ] || [ "$which" = both ]; then
-	# Debian's ActiveMQ 5 as /usr/bin/activemq runs it, minus the daemon
-	# handling, with an in-memory store and STOMP on 61613 (admin/admin).
-	# Past saturation it holds messages for seconds: record keeps their
-	# ids for a minute (--id-ttl) so that they still get a latency.
+	# ActiveMQ's command and configuration: scripts/activemq.sh. Past
+	# saturation it holds messages for seconds: record keeps their ids for
+	# a minute (--id-ttl) so that they still get a latency.
 	base="$out/activemq-base"
-	mkdir -p "$base/conf" "$base/data"
-	cat >"$base/conf/activemq.xml" <<XML
-<beans xmlns="http://www.springframework.org/schema/beans"
-  xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
-  xsi:schemaLocation="http://www.springframework.org/schema/beans http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
-  http://activemq.apache.org/schema/core http://activemq.apache.org/schema/core/activemq-core.xsd">
-  <broker xmlns="http://activemq.apache.org/schema/core" brokerName="sweep" useJmx="false"
-      persistent="false" useShutdownHook="false" dataDirectory="$base/data">
-    <plugins><simpleAuthenticationPlugin anonymousAccessAllowed="false"><users>
-      <authenticationUser username="admin" password="admin" groups="users,admins"/>
-    </users></simpleAuthenticationPlugin></plugins>
-    <transportConnectors><transportConnector name="stomp" uri="stomp://127.0.0.1:61613"/></transportConnectors>
-  </broker>
-</beans>
-XML
-	printf 'log4j.rootLogger=WARN, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\nlog4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n' >"$base/conf/log4j.properties"
-	opens=()
-	for m in java.base/java.security java.base/java.net java.base/java.lang java.base/java.util java.naming/javax.naming.spi \
-		java.rmi/sun.rmi.transport.tcp java.base/java.util.concurrent java.base/java.util.concurrent.atomic; do
-		opens+=(--add-opens "$m=ALL-UNNAMED")
-	done
+	mapfile -t java < <("$top/scripts/activemq.sh" "$base")
 	"$bt" sweep --url 'stomp://admin:admin@127.0.0.1:61613' --cpus "$cpu" --load-cpus 0 \
 		--from "${FROM:-1000}" --to "${TO:-24000}" --steps "${STEPS:-10}" --pattern "${PATTERN:-both}" --step "$step" --warmup 5s \
-		--record-flag=--id-ttl=60s --grace 30s ${SWEEP_FLAGS:-} --out "$out/activemq" -- /usr/bin/java -Xms128m -Xmx512m -Xlog:gc:file="$base/gc.log":time -Djava.net.preferIPv4Stack=true \
-		--add-reads=java.xml=java.logging "${opens[@]}" -Dactivemq.classpath="$base/conf" \
-		-Dactivemq.home=/usr/share/activemq -Dactivemq.base="$base" -Dactivemq.conf="$base/conf" -Dactivemq.data="$base/data" \
-		-jar /usr/share/activemq/bin/activemq.jar start "xbean:file:$base/conf/activemq.xml"
+		--record-flag=--id-ttl=60s --grace 30s ${SWEEP_FLAGS:-} --out "$out/activemq" -- "${java[@]}"
 fi
 echo "sweep: reports in $out/*/report.html"
