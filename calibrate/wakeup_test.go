@@ -173,7 +173,7 @@ func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs flo
 		}
 		r := rows[i]
 		pts = append(pts, wakePoint{step: s.Index, util: float64(r.OnCPUNs), msgs: float64(r.MessagesRead), wakes: float64(r.Voluntary)})
-		p, err := wakePoints(s)
+		p, _, err := wakePoints(s)
 		if err != nil {
 			t.Fatal(err)
 		}
