@@ -53,7 +53,6 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	testutil.RequireTools(t, "jcmd")
 	bin := testutil.Binary(t)
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
 	a := testbroker.StartActiveMQ(t)
 	gcLog := filepath.Join(t.TempDir(), "gc.log")
 	jcmd(t, a.PID(), "VM.log", "output=file="+gcLog, "what=gc", "decorators=time,uptime")
