@@ -32,7 +32,6 @@ type sweepFlags struct {
 
 func newSweepCmd() *cobra.Command {
 	var f sweepFlags
-	o := &f.cfg.Options
 	cmd := &cobra.Command{
 		Use:   "sweep --url URL (--pid PID | --port PORT | --name NAME | -- CMD [ARGS...]) [flags]",
 		Short: "Measure a broker at a ladder of rates: one recording and load run per step, the paper's curves",
@@ -107,6 +106,13 @@ root or the kernel lacks a feature.`,
   sudo brokertrace sweep --url nats://127.0.0.1:4222 --port 4222 --rates 1000,2000 --out s1`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runSweep(cmd, &f, args) },
 	}
+	sweepFlagSet(cmd, &f)
+	return cmd
+}
+
+// sweepFlagSet declares sweep's flags into f.
+func sweepFlagSet(cmd *cobra.Command, f *sweepFlags) {
+	o := &f.cfg.Options
 	fl := cmd.Flags()
 	fl.SetInterspersed(false)
 	fl.StringVar(&o.URL, "url", "", "broker URL the load connects to (nats://, stomp://, mqtt://, amqp://, redis://, tcp://; see brokertrace load --help)")
@@ -137,7 +143,6 @@ root or the kernel lacks a feature.`,
 	fl.DurationVar(&f.cfg.Grace, "grace", 20*time.Second, "run mode: time the broker has to exit after SIGTERM at the end")
 	fl.BoolVar(&f.asJSON, "json", false, "print sweep.json on stdout at the end")
 	fl.BoolVar(&f.noReport, "no-report", false, "do not write report.html and plots/ at the end")
-	return cmd
 }
 
 func runSweep(cmd *cobra.Command, f *sweepFlags, args []string) error {
