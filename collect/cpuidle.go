@@ -138,15 +138,18 @@ func (r *idleReader) pin() {
 	for i := range r.cpus {
 		ready := make(chan bool)
 		r.req[i] = make(chan uint64, 1)
-		go r.serve(i, ready)
+		go r.serve(i, r.req[i], r.files[i], ready)
 		r.pinned[i] = <-ready
 	}
 }
 
-// serve reads CPU i's residency on CPU i for each request. Its thread is
-// never unlocked, so it ends with the goroutine instead of going back to
-// the runtime pinned.
-func (r *idleReader) serve(i int, ready chan<- bool) {
+// serve reads CPU i's residency, from files, on CPU i for each request
+// on req.
+// Its thread is never unlocked, so it ends with the goroutine instead of
+// going back to the runtime pinned. A request can still be pending when
+// close runs (its reading timed out on a starved CPU): it then reads
+// closed files, an error no one waits for, so the answer never blocks.
+func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready chan<- bool) {
 	runtime.LockOSThread()
 	var set unix.CPUSet
 	set.Set(int(r.cpus[i]))
@@ -156,9 +159,12 @@ func (r *idleReader) serve(i int, ready chan<- bool) {
 	}
 	ready <- true
 	buf := make([]byte, 32)
-	for seq := range r.req[i] {
-		busy, err := readBusy(r.files[i], buf)
-		r.resp <- idleAt{i: i, seq: seq, busy: busy, err: err}
+	for seq := range req {
+		busy, err := readBusy(files, buf)
+		select {
+		case r.resp <- idleAt{i: i, seq: seq, busy: busy, err: err}:
+		default: // only answers no reading waits for fill it
+		}
 	}
 }
 

@@ -317,3 +317,25 @@ func TestExactBusyMissing(t *testing.T) {
 		}
 	}
 }
+
+// TestIdleReaderClosePending: closing while a pinned reader still has a
+// request to answer (its reading timed out on a starved CPU) must neither
+// crash nor block it. It crashed a recording whose readers ran at
+// SCHED_IDLE on two CPUs kept busy: the request was served after close
+// had let go of the files.
+func TestIdleReaderClosePending(t *testing.T) {
+	cpus := []int64{0, 1}
+	for range 200 {
+		r, err := openIdle(cpuidleRoot, cpus)
+		if err != nil {
+			t.Skipf("cpuidle: %v", err) // TestExactBusy fails on this host
+		}
+		for i, c := range r.req {
+			if r.pinned[i] {
+				c <- 1
+			}
+		}
+		r.close()
+	}
+	time.Sleep(50 * time.Millisecond) // the last requests are served
+}
