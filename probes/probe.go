@@ -74,6 +74,8 @@ type Probe struct {
 	coll  *ebpf.Collection
 	progs []*ebpf.Program
 	ring  *ringbuf.Reader
+	// ringName is the ring's map, listed in Rings while the probe is open.
+	ringName string
 
 	mu       sync.Mutex
 	links    []link.Link
@@ -106,7 +108,7 @@ func Load(spec *ebpf.CollectionSpec, o Object) (*Probe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%s path): %v", ErrKernel, o.Name, o.Path, VerifierSummary(err))
 	}
-	p := &Probe{name: o.Name, path: o.Path, hooks: o.Hooks, coll: coll}
+	p := &Probe{name: o.Name, path: o.Path, hooks: o.Hooks, coll: coll, ringName: o.Ring}
 	for _, h := range o.Hooks {
 		p.progs = append(p.progs, coll.Programs[h.Prog])
 	}
@@ -115,6 +117,7 @@ func Load(spec *ebpf.CollectionSpec, o Object) (*Probe, error) {
 			coll.Close()
 			return nil, fmt.Errorf("%s: ring buffer reader: %w", o.Name, err)
 		}
+		addRing(coll.Maps[o.Ring])
 	}
 	return p, nil
 }
@@ -221,6 +224,9 @@ func (p *Probe) Close() error {
 	err := p.detach()
 	if p.ring != nil {
 		p.ring.Close()
+	}
+	if p.ring != nil {
+		removeRing(p.coll.Maps[p.ringName])
 	}
 	p.coll.Close()
 	return err

@@ -87,25 +87,31 @@ type SelfPlacement struct {
 // A child process started afterwards would inherit the placement too: run
 // starts the broker before placing itself.
 func PlaceSelf(p SelfPlacement) (int, error) {
-	done := map[int]bool{}
+	return placeAll(p.CPUs, p.attr(), 0)
+}
+
+// placeAll sets the affinity (if cpus is not nil) and the scheduling (if
+// attr is not nil) of every thread of this process but except.
+func placeAll(cpus *unix.CPUSet, attr *unix.SchedAttr, except int) (int, error) {
+	done := map[int]bool{except: true}
 	for {
 		tids, err := selfTasks()
 		if err != nil {
-			return len(done), err
+			return len(done) - 1, err
 		}
 		fresh := 0
 		for _, tid := range tids {
 			if done[tid] {
 				continue
 			}
-			if err := placeThread(tid, p); err != nil && err != unix.ESRCH {
-				return len(done), fmt.Errorf("thread %d: %w", tid, err)
+			if err := placeThread(tid, cpus, attr); err != nil && err != unix.ESRCH {
+				return len(done) - 1, fmt.Errorf("thread %d: %w", tid, err)
 			}
 			done[tid] = true
 			fresh++
 		}
 		if fresh == 0 {
-			return len(done), nil
+			return len(done) - 1, nil
 		}
 	}
 }
@@ -124,14 +130,9 @@ func selfTasks() ([]int, error) {
 	return tids, nil
 }
 
-// placeThread sets one thread's affinity, then its policy. Linux takes
-// both per thread when given a tid.
-func placeThread(tid int, p SelfPlacement) error {
-	if p.CPUs != nil {
-		if err := unix.SchedSetaffinity(tid, p.CPUs); err != nil {
-			return fmt.Errorf("affinity: %w", err)
-		}
-	}
+// attr is the scheduling p asks for; nil for PriorityNormal, which leaves
+// the threads as they were started.
+func (p SelfPlacement) attr() *unix.SchedAttr {
 	var policy, nice int
 	switch p.Priority {
 	case PriorityIdle:
@@ -143,7 +144,21 @@ func placeThread(tid int, p SelfPlacement) error {
 	default:
 		return nil
 	}
-	if err := unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Nice: int32(nice)}, 0); err != nil {
+	return &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: uint32(policy), Nice: int32(nice)}
+}
+
+// placeThread sets one thread's affinity, then its policy. Linux takes
+// both per thread when given a tid.
+func placeThread(tid int, cpus *unix.CPUSet, attr *unix.SchedAttr) error {
+	if cpus != nil {
+		if err := unix.SchedSetaffinity(tid, cpus); err != nil {
+			return fmt.Errorf("affinity: %w", err)
+		}
+	}
+	if attr == nil {
+		return nil
+	}
+	if err := unix.SchedSetAttr(tid, attr, 0); err != nil {
 		return fmt.Errorf("scheduling policy: %w", err)
 	}
 	return nil

@@ -35,6 +35,11 @@ type Meta struct {
 	// (see Privileges).
 	Privileges Privileges `json:"privileges"`
 
+	// Boost says how often brokertrace's own threads were lifted from
+	// their --priority while a ring buffer filled; nil when they never
+	// could be (--priority normal, --boost=false).
+	Boost *Boost `json:"boost,omitempty"`
+
 	// Discard is true when the recording was made with --discard: every
 	// probe and source ran and no file was written (only the summary
 	// holds this, e.g. record --json).
@@ -161,4 +166,23 @@ type SizeClass struct {
 	// MissedMarkersEst is Unscanned × the markers per scanned byte of this
 	// class, or of the direction where this class had none scanned.
 	MissedMarkersEst float64 `json:"markers_missed_est"`
+}
+
+// Boost is what the watcher that lifts brokertrace's threads did (see
+// process.Boost).
+type Boost struct {
+	// Priority is the threads' priority between lifts (--priority).
+	Priority string `json:"priority"`
+	// High and Low are the fills of the fullest ring buffer that lift the
+	// threads and put them back; PeriodNs is how often the fill was read.
+	High     float64 `json:"high"`
+	Low      float64 `json:"low"`
+	PeriodNs int64   `json:"period_ns"`
+	// Lifts counts the lifts, LiftedNs is how long the threads ran lifted.
+	Lifts    int   `json:"lifts"`
+	LiftedNs int64 `json:"lifted_ns"`
+	// MaxFill is the highest fill seen.
+	MaxFill float64 `json:"max_fill"`
+	// Error, if set, is why the watcher stopped lifting.
+	Error string `json:"error,omitempty"`
 }

@@ -64,6 +64,9 @@ type Config struct {
 	// since at SCHED_IDLE on busy CPUs the verifier could take minutes
 	// before the recording even starts.
 	Self *process.SelfPlacement
+	// NoBoost keeps the threads at Self's priority even while a ring
+	// buffer fills (see process.Boost); they are lifted by default.
+	NoBoost bool
 	// IDTTL is how long an id read waits for its copies before the
 	// matcher forgets it (counted, see correlate.New); 0 means
 	// DefaultIDTTL, negative never.
@@ -125,6 +128,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	cfg.defaults()
 	r := newRecording(cfg)
 	defer r.notAttached()
+	defer r.stopBoost()
 	if err := r.createOutput(); err != nil {
 		return nil, err
 	}
@@ -215,6 +219,9 @@ type recorder struct {
 
 	running []source.Source
 	notes   []string // probeNotes, once the probes are live
+
+	// boost lifts the threads while a ring fills; nil when off.
+	boost *process.Booster
 
 	// priv drops the capabilities once attached; nil when they are kept.
 	priv        *Privileges
@@ -314,21 +321,6 @@ func (r *recorder) startSources() error {
 			}
 			return fmt.Errorf("%s: %w", src.Name(), err)
 		}
-	}
-	return nil
-}
-
-// placeSelf moves brokertrace's threads out of the broker's way, and
-// stops the sources on failure.
-func (r *recorder) placeSelf() error {
-	if r.cfg.Self == nil {
-		return nil
-	}
-	if _, err := process.PlaceSelf(*r.cfg.Self); err != nil {
-		for _, s := range r.running {
-			s.Drain()
-		}
-		return fmt.Errorf("%w: %v", ErrPlacement, err)
 	}
 	return nil
 }
@@ -483,6 +475,7 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 			r.warn("%s: %v", s.Name(), err)
 		}
 	}
+	r.stopBoost()
 	r.flush(source.NoWatermark)
 	stats, statErr := r.tr.Stats()
 	r.meta.Probe.Stats = stats

@@ -48,6 +48,7 @@ type recordFlags struct {
 	Window    time.Duration `json:"window_ns"`
 	Discard   bool          `json:"discard"`
 	Priority  string        `json:"priority"`
+	Boost     bool          `json:"boost"`
 	SelfCPUs  string        `json:"self_cpus,omitempty"`
 	IDTTL     time.Duration `json:"id_ttl_ns"`
 	Format    string        `json:"format"`
@@ -88,6 +89,7 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.BoolVar(&f.JSON, "json", false, "print the summary as JSON (meta.json) instead of text")
 	fl.BoolVar(&f.Discard, "discard", false, "collect everything as a recording does but write no files (no --out): the summary only, to measure the cost of collection alone")
 	fl.StringVar(&f.Priority, "priority", string(process.PriorityIdle), "scheduling of brokertrace's own threads while recording, so they keep out of the broker's way: idle (SCHED_IDLE: only CPU time nothing else wants), batch (SCHED_BATCH, nice 19), nice (nice 19) or normal")
+	fl.BoolVar(&f.Boost, "boost", true, "lift brokertrace's threads to the priority it was started with while a ring buffer fills past a quarter, and back to --priority once drained: a saturation longer than the rings hold loses nothing (counted in meta.json's boost)")
 	fl.StringVar(&f.SelfCPUs, "self-cpus", "", "run brokertrace's own threads only on these CPUs (list: 1 or 0-3,6), e.g. off the broker's; default: any")
 	fl.StringVar(&f.Format, "format", recfile.FormatCSV, "format of the tables: csv, or parquet (typed columns, for DuckDB, Spark or pandas; written as CSV, then converted when the recording ends); report reads both")
 	fl.StringVar(&f.Metrics, "metrics", "", "serve Prometheus metrics on this address while recording (:9464 or 127.0.0.1:9464; empty: off): latency, context switches, CPU, socket-queue wait and packet sizes as native histograms, every loss counter (docs/metrics.md)")
@@ -317,7 +319,7 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
-		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, IDTTL: idTTL(f.IDTTL), Observers: observers,
+		Sources: sources, Window: f.Window, Discard: f.Discard, Self: &place, NoBoost: !f.Boost, IDTTL: idTTL(f.IDTTL), Observers: observers,
 		Format: f.Format, KeepPrivileges: f.KeepPrivileges, Privileges: f.privileges, Needs: append(f.needs, profileNeeds(f)...),
 	})
 	if res != nil {

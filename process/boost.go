@@ -1,0 +1,312 @@
+package process
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/privs"
+)
+
+// Boost keeps brokertrace's threads out of the broker's way without
+// losing what they record. At SCHED_IDLE (or nice 19) they get almost no
+// CPU while the broker and its clients keep every CPU busy, and a
+// saturation longer than the ring buffers hold would drop events. A
+// watcher looks at the rings every Every: once one is filled to High it
+// lifts every thread to the priority brokertrace started with, and once
+// all are drained to Low it puts them back to Base.
+//
+// The watcher is a process of its own (this binary again, see
+// watcherMain), at the ordinary priority: a thread of brokertrace's
+// would depend on its runtime's other threads, starved at SCHED_IDLE, to
+// run its timers, give it a processor back after a system call and
+// finish a garbage collection. The watcher costs a wake-up per Every.
+type Boost struct {
+	Base SelfPlacement
+	// Rings are the ring buffers to watch.
+	Rings []*ebpf.Map
+	// High and Low are the fills that lift and lower the threads:
+	// DefaultBoostHigh and DefaultBoostLow when 0.
+	High, Low float64
+	// Every is the watcher's period: DefaultBoostEvery when 0.
+	Every time.Duration
+}
+
+// The watcher's defaults: a quarter of a 16 MiB ring holds some 50 ms of
+// a saturated broker's events, ten watcher periods; lowered once drained
+// to a twentieth, so that a brief lift does not flap.
+const (
+	DefaultBoostHigh  = 0.25
+	DefaultBoostLow   = 0.05
+	DefaultBoostEvery = 5 * time.Millisecond
+)
+
+// BoostStats says what the watcher did.
+type BoostStats struct {
+	// Lifts counts the times the threads were lifted, Lifted how long
+	// (ns) they ran lifted in all.
+	Lifts  int   `json:"lifts"`
+	Lifted int64 `json:"lifted_ns"`
+	// MaxFill is the highest fill the watcher saw.
+	MaxFill float64 `json:"max_fill"`
+	// Err, if set, is why the watcher stopped lifting.
+	Err string `json:"error,omitempty"`
+}
+
+// watcherEnv carries the watcher's settings to the child; its presence
+// makes this binary the watcher (see init).
+const watcherEnv = "BROKERTRACE_BOOST_WATCHER"
+
+type watcherArgs struct {
+	PID      int           `json:"pid"`
+	Policy   uint32        `json:"policy"`
+	Nice     int32         `json:"nice"`
+	BasePol  uint32        `json:"base_policy"`
+	BaseNice int32         `json:"base_nice"`
+	High     float64       `json:"high"`
+	Low      float64       `json:"low"`
+	Every    time.Duration `json:"every"`
+	Rings    int           `json:"rings"`
+	// CPUs, if set, are the only CPUs the watcher may run on (--self-cpus).
+	CPUs []int `json:"cpus,omitempty"`
+}
+
+// Booster is a running watcher.
+type Booster struct {
+	cmd  *exec.Cmd
+	stop *os.File // closing it ends the watcher
+	out  *bufio.Reader
+}
+
+// StartBoost starts the watcher, then places every thread of this process
+// at b.Base.
+func StartBoost(b Boost) (*Booster, error) {
+	base := b.Base.attr()
+	orig, err := unix.SchedGetAttr(0, 0)
+	if base == nil || err != nil {
+		return nil, cmp.Or(err, errors.New("nothing to lift from at --priority normal"))
+	}
+	a := watcherArgs{PID: os.Getpid(), Policy: orig.Policy, Nice: orig.Nice, BasePol: base.Policy, BaseNice: base.Nice,
+		High: cmp.Or(b.High, DefaultBoostHigh), Low: cmp.Or(b.Low, DefaultBoostLow), Every: cmp.Or(b.Every, DefaultBoostEvery), Rings: len(b.Rings)}
+	if b.Base.CPUs != nil {
+		for c := range len(b.Base.CPUs) * 64 {
+			if b.Base.CPUs.IsSet(c) {
+				a.CPUs = append(a.CPUs, c)
+			}
+		}
+	}
+	w, err := startWatcher(a, b.Rings)
+	if err != nil {
+		return nil, fmt.Errorf("starting the priority watcher: %w", err)
+	}
+	if _, err := PlaceSelf(b.Base); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	return w, nil
+}
+
+func startWatcher(a watcherArgs, rings []*ebpf.Map) (*Booster, error) {
+	env, _ := json.Marshal(a)
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), watcherEnv+"="+string(env))
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	for _, m := range rings {
+		fd, err := unix.Dup(m.FD())
+		if err != nil {
+			return nil, err
+		}
+		f := os.NewFile(uintptr(fd), "ring")
+		defer f.Close()
+		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
+	}
+	stopR, stopW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer stopR.Close()
+	cmd.Stdin = stopR
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		stopW.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		stopW.Close()
+		return nil, err
+	}
+	w := &Booster{cmd: cmd, stop: stopW, out: bufio.NewReader(out)}
+	if line, err := w.out.ReadString('\n'); line != "ready\n" {
+		w.Stop()
+		return nil, fmt.Errorf("the watcher did not start: %q %v", line, err)
+	}
+	return w, nil
+}
+
+// Stop ends the watcher, with the threads back at the base priority, and
+// returns what it did.
+func (w *Booster) Stop() BoostStats {
+	w.stop.Close()
+	var st BoostStats
+	line, err := w.out.ReadString('\n')
+	if err == nil {
+		err = json.Unmarshal([]byte(line), &st)
+	}
+	if werr := w.cmd.Wait(); err == nil && werr != nil {
+		err = werr
+	}
+	if err != nil && st.Err == "" {
+		st.Err = fmt.Sprintf("the watcher ended without its counts: %v", err)
+	}
+	return st
+}
+
+func init() {
+	if v := os.Getenv(watcherEnv); v != "" {
+		os.Exit(watcherMain(v))
+	}
+}
+
+// watcherMain is the watcher process: it maps the rings passed as fds 3
+// and up, answers "ready", and until its stdin closes lifts and lowers the
+// threads of the process that started it; then it prints its counts.
+func watcherMain(env string) int {
+	var a watcherArgs
+	if err := json.Unmarshal([]byte(env), &a); err != nil {
+		fmt.Fprintln(os.Stderr, "brokertrace: priority watcher:", err)
+		return 1
+	}
+	var rds []*ringbuf.Reader
+	for i := range a.Rings {
+		m, err := ebpf.NewMapFromFD(3 + i)
+		if err == nil {
+			var rd *ringbuf.Reader
+			if rd, err = ringbuf.NewReader(m); err == nil {
+				rds = append(rds, rd)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "brokertrace: priority watcher: ring", i, err)
+			return 1
+		}
+	}
+	if len(a.CPUs) > 0 {
+		var set unix.CPUSet
+		for _, c := range a.CPUs {
+			set.Set(c)
+		}
+		if _, err := PlaceSelf(SelfPlacement{Priority: PriorityNormal, CPUs: &set}); err != nil {
+			fmt.Fprintln(os.Stderr, "brokertrace: priority watcher:", err)
+			return 1
+		}
+	}
+	// Only lifting threads is left to do: no other capability.
+	if err := privs.Drop(privs.CAP_SYS_NICE); err != nil {
+		fmt.Fprintln(os.Stderr, "brokertrace: priority watcher:", err)
+		return 1
+	}
+	fmt.Println("ready")
+	st := watch(a, rds)
+	b, _ := json.Marshal(st)
+	fmt.Println(string(b))
+	return 0
+}
+
+// relift is how many periods apart a lifted watcher lifts the threads
+// again.
+const relift = 20
+
+// watch runs until stdin closes.
+func watch(a watcherArgs, rds []*ringbuf.Reader) BoostStats {
+	stopped := make(chan struct{})
+	go func() {
+		var b [1]byte
+		os.Stdin.Read(b[:])
+		close(stopped)
+	}()
+	lift := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: a.Policy, Nice: a.Nice}
+	base := &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: a.BasePol, Nice: a.BaseNice}
+	var st BoostStats
+	lifted, since := false, int64(0)
+	tick := time.NewTicker(a.Every)
+	defer tick.Stop()
+	for n := 0; ; n++ {
+		select {
+		case <-stopped:
+			if lifted {
+				st.Lifted += monotime.Now() - since
+				setAll(a.PID, base) // back as asked; the process may be gone
+			}
+			return st
+		case <-tick.C:
+		}
+		fill := 0.0
+		for _, rd := range rds {
+			fill = max(fill, float64(rd.AvailableBytes())/float64(rd.BufferSize()))
+		}
+		st.MaxFill = max(st.MaxFill, fill)
+		switch {
+		case st.Err != "":
+		case !lifted && fill >= a.High:
+			if err := setAll(a.PID, lift); err != nil {
+				st.Err = "lifting brokertrace's threads: " + err.Error()
+				setAll(a.PID, base)
+				continue
+			}
+			st.Lifts++
+			lifted, since = true, monotime.Now()
+		case lifted && fill <= a.Low:
+			st.Lifted += monotime.Now() - since
+			lifted = false
+			if err := setAll(a.PID, base); err != nil {
+				st.Err = "lowering brokertrace's threads: " + err.Error()
+			}
+		case lifted && n%relift == 0:
+			// Recordings of several brokers in one process (--all) each
+			// have a watcher: one that lowers the threads must not leave
+			// another's rings filling for long.
+			setAll(a.PID, lift)
+		}
+	}
+}
+
+// setAll gives every thread of pid the scheduling attr, again for threads
+// that show up while it runs (see PlaceSelf); threads that ended meanwhile
+// are no error.
+func setAll(pid int, attr *unix.SchedAttr) error {
+	done := map[int]bool{}
+	for {
+		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+		if err != nil {
+			return err
+		}
+		fresh := 0
+		for _, e := range ents {
+			tid, err := strconv.Atoi(e.Name())
+			if err != nil || done[tid] {
+				continue
+			}
+			if err := unix.SchedSetAttr(tid, attr, 0); err != nil && err != unix.ESRCH {
+				return fmt.Errorf("thread %d: %w", tid, err)
+			}
+			done[tid] = true
+			fresh++
+		}
+		if fresh == 0 {
+			return nil
+		}
+	}
+}
