@@ -68,6 +68,10 @@ const (
 	// pollPeriod must exceed blockTimeout: a poll that times out then
 	// proves no partly filled block is pending.
 	pollPeriod = 3 * blockTimeout
+	// pollStep is how long the reader sleeps between polls that found no
+	// block handed over: the kernel hands one over every blockTimeout at
+	// most while packets come.
+	pollStep = blockTimeout
 	// statsEvery bounds how many segments pass between reads of the
 	// kernel's 32-bit socket counters, so they never wrap unnoticed.
 	statsEvery = 1 << 20

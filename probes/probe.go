@@ -235,7 +235,7 @@ func (p *Probe) Close() error {
 // ReadRing delivers the records of the probe's ring buffer as the package
 // function ReadRing does.
 func (p *Probe) ReadRing(ctx context.Context, h RingHandlers) error {
-	if err := ReadRing(ctx, p.ring, h); err != nil {
+	if err := ReadRing(ctx, p.ring, p.coll.Maps[p.ringName], h); err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	return nil

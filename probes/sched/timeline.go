@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"cmp"
 	"slices"
 	"sort"
 )
@@ -21,6 +22,7 @@ import (
 // back before them: such corrections are counted in lateStints/lateNs.
 type timeline struct {
 	pending []Switch         // read, not yet merged
+	sorted  int              // pending[:sorted] is in time order
 	times   []int64          // edge times, sorted
 	outs    []int64          // cumulative switch-outs up to and including each edge
 	running []int32          // target threads on a CPU just after each edge
@@ -47,25 +49,31 @@ func newTimeline() *timeline { return &timeline{on: map[uint32]int64{}} }
 
 func (tl *timeline) add(s Switch) { tl.pending = append(tl.pending, s) }
 
-// seal merges every pending switch before upTo into the edges.
+// seal merges every pending switch before upTo into the edges. It is
+// called for every message annotated, so it sorts only the switches read
+// since its last call (pending[sorted:]), and merges them with the rest
+// only when they overlap in time: switches from the ring arrive almost in
+// order, and re-sorting all pending switches each time cost a quarter of
+// brokertrace's CPU at 20 000 msg/s.
 func (tl *timeline) seal(upTo int64) {
 	if len(tl.pending) == 0 {
 		return
 	}
-	slices.SortStableFunc(tl.pending, func(a, b Switch) int {
-		switch {
-		case a.Time < b.Time:
-			return -1
-		case a.Time > b.Time:
-			return 1
+	byTime := func(a, b Switch) int { return cmp.Compare(a.Time, b.Time) }
+	if tl.sorted < len(tl.pending) {
+		fresh := tl.pending[tl.sorted:]
+		slices.SortStableFunc(fresh, byTime)
+		if tl.sorted > 0 && fresh[0].Time < tl.pending[tl.sorted-1].Time {
+			slices.SortStableFunc(tl.pending, byTime)
 		}
-		return 0
-	})
+		tl.sorted = len(tl.pending)
+	}
 	n := sort.Search(len(tl.pending), func(i int) bool { return tl.pending[i].Time >= upTo })
 	for _, s := range tl.pending[:n] {
 		tl.merge(s)
 	}
 	tl.pending = append(tl.pending[:0], tl.pending[n:]...)
+	tl.sorted -= n
 }
 
 func (tl *timeline) merge(s Switch) {
