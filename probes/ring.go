@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -51,18 +52,15 @@ type RingHandlers struct {
 // second and 3% of a core at 20 000 msg/s. ReadInto itself never blocks
 // (its deadline is in the past): it returns what the ring holds.
 func ReadRing(ctx context.Context, rd *ringbuf.Reader, m *ebpf.Map, h RingHandlers) error {
-	w, err := newRingWait(m)
-	if err != nil {
-		return err
-	}
-	defer w.f.Close()
+	w := newRingWait(m)
+	defer w.close()
 	var stopped atomic.Bool
 	stop := context.AfterFunc(ctx, func() {
 		if h.Stop != nil {
 			h.Stop()
 		}
 		stopped.Store(true)
-		w.f.SetReadDeadline(time.Unix(0, 1)) // ends a wait under way
+		w.wake()
 	})
 	defer stop()
 	rd.SetDeadline(time.Unix(0, 1))
@@ -93,30 +91,34 @@ func ReadRing(ctx context.Context, rd *ringbuf.Reader, m *ebpf.Map, h RingHandle
 		if last {
 			return nil
 		}
-		if err := w.wait(&stopped); err != nil {
+		if err := w.wait(); err != nil {
 			return fmt.Errorf("waiting for the ring buffer: %w", err)
 		}
 	}
 }
 
 // ringWait waits for a ring buffer's wake-up, or RingPoll, in Go's
-// network poller.
+// network poller; where the poller does not take the ring's descriptor,
+// it sleeps RingPoll on a timer (f is nil).
 type ringWait struct {
-	f  *os.File
-	rc syscall.RawConn
+	f     *os.File
+	rc    syscall.RawConn
+	woken chan struct{}
+	once  sync.Once
 }
 
 // newRingWait registers a duplicate of m's descriptor, non-blocking, with
 // the poller (a ring buffer map is pollable: readable while it holds
 // records, signalled at the wake-ups the programs ask for).
-func newRingWait(m *ebpf.Map) (*ringWait, error) {
+func newRingWait(m *ebpf.Map) *ringWait {
+	w := &ringWait{woken: make(chan struct{})}
 	fd, err := unix.FcntlInt(uintptr(m.FD()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("ring buffer: %w", err)
+		return w
 	}
 	if err := unix.SetNonblock(fd, true); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("ring buffer: %w", err)
+		return w
 	}
 	f := os.NewFile(uintptr(fd), "ringbuf")
 	rc, err := f.SyscallConn()
@@ -125,18 +127,42 @@ func newRingWait(m *ebpf.Map) (*ringWait, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("ring buffer: not pollable: %w", err)
+		return w
 	}
-	return &ringWait{f: f, rc: rc}, nil
+	w.f, w.rc = f, rc
+	return w
 }
 
-// wait returns at the ring's next wake-up, after RingPoll, or once stopped.
-func (w *ringWait) wait(stopped *atomic.Bool) error {
+// wake ends a wait under way and every later one.
+func (w *ringWait) wake() {
+	w.once.Do(func() { close(w.woken) })
+	if w.f != nil {
+		w.f.SetReadDeadline(time.Unix(0, 1))
+	}
+}
+
+func (w *ringWait) close() {
+	if w.f != nil {
+		w.f.Close()
+	}
+}
+
+// wait returns at the ring's next wake-up, after RingPoll, or once woken.
+func (w *ringWait) wait() error {
+	if w.f == nil {
+		select {
+		case <-time.After(RingPoll):
+		case <-w.woken:
+		}
+		return nil
+	}
 	if err := w.f.SetReadDeadline(time.Now().Add(RingPoll)); err != nil {
 		return err
 	}
-	if stopped.Load() { // stopped before the deadline above replaced its own
+	select {
+	case <-w.woken: // woken before the deadline above replaced its own
 		return nil
+	default:
 	}
 	waited := false
 	err := w.rc.Read(func(uintptr) bool {
