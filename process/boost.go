@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -122,8 +121,11 @@ func startWatcher(a watcherArgs, rings []*ebpf.Map) (*Booster, error) {
 	env, _ := json.Marshal(a)
 	cmd := exec.Command("/proc/self/exe")
 	cmd.Env = append(os.Environ(), watcherEnv+"="+string(env))
+	// No parent-death signal: Linux sends it when the thread that forked
+	// ends, and the Go runtime ends threads that goroutines locked. The
+	// watcher ends when its stdin does, which the kernel closes when
+	// brokertrace ends, however it ends.
 	cmd.Stderr = os.Stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	for _, m := range rings {
 		fd, err := unix.Dup(m.FD())
 		if err != nil {
