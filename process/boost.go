@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -85,7 +86,7 @@ type watcherArgs struct {
 // Booster is a running watcher.
 type Booster struct {
 	cmd  *exec.Cmd
-	stop *os.File // closing it ends the watcher
+	stop io.Closer // the watcher's stdin: closing it ends the watcher
 	out  *bufio.Reader
 }
 
@@ -127,7 +128,7 @@ func startWatcher(a watcherArgs, rings []*ebpf.Map) (*Booster, error) {
 	// brokertrace ends, however it ends.
 	cmd.Stderr = os.Stderr
 	for _, m := range rings {
-		fd, err := unix.Dup(m.FD())
+		fd, err := unix.FcntlInt(uintptr(m.FD()), unix.F_DUPFD_CLOEXEC, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -135,22 +136,18 @@ func startWatcher(a watcherArgs, rings []*ebpf.Map) (*Booster, error) {
 		defer f.Close()
 		cmd.ExtraFiles = append(cmd.ExtraFiles, f)
 	}
-	stopR, stopW, err := os.Pipe()
+	stop, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
 	}
-	defer stopR.Close()
-	cmd.Stdin = stopR
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		stopW.Close()
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		stopW.Close()
 		return nil, err
 	}
-	w := &Booster{cmd: cmd, stop: stopW, out: bufio.NewReader(out)}
+	w := &Booster{cmd: cmd, stop: stop, out: bufio.NewReader(out)}
 	if line, err := w.out.ReadString('\n'); line != "ready\n" {
 		w.Stop()
 		return nil, fmt.Errorf("the watcher did not start: %q %v", line, err)
@@ -285,30 +282,9 @@ func watch(a watcherArgs, rds []*ringbuf.Reader) BoostStats {
 	}
 }
 
-// setAll gives every thread of pid the scheduling attr, again for threads
-// that show up while it runs (see PlaceSelf); threads that ended meanwhile
-// are no error.
+// setAll gives every thread of pid the scheduling attr (see placeAll);
+// threads that ended meanwhile are no error.
 func setAll(pid int, attr *unix.SchedAttr) error {
-	done := map[int]bool{}
-	for {
-		ents, err := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
-		if err != nil {
-			return err
-		}
-		fresh := 0
-		for _, e := range ents {
-			tid, err := strconv.Atoi(e.Name())
-			if err != nil || done[tid] {
-				continue
-			}
-			if err := unix.SchedSetAttr(tid, attr, 0); err != nil && err != unix.ESRCH {
-				return fmt.Errorf("thread %d: %w", tid, err)
-			}
-			done[tid] = true
-			fresh++
-		}
-		if fresh == 0 {
-			return nil
-		}
-	}
+	_, err := placeAll(strconv.Itoa(pid), nil, attr)
+	return err
 }

@@ -87,17 +87,17 @@ type SelfPlacement struct {
 // A child process started afterwards would inherit the placement too: run
 // starts the broker before placing itself.
 func PlaceSelf(p SelfPlacement) (int, error) {
-	return placeAll(p.CPUs, p.attr(), 0)
+	return placeAll("self", p.CPUs, p.attr())
 }
 
 // placeAll sets the affinity (if cpus is not nil) and the scheduling (if
-// attr is not nil) of every thread of this process but except.
-func placeAll(cpus *unix.CPUSet, attr *unix.SchedAttr, except int) (int, error) {
-	done := map[int]bool{except: true}
+// attr is not nil) of every thread of process pid ("self" or a number).
+func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr) (int, error) {
+	done := map[int]bool{}
 	for {
-		tids, err := selfTasks()
+		tids, err := tasks(pid)
 		if err != nil {
-			return len(done) - 1, err
+			return len(done), err
 		}
 		fresh := 0
 		for _, tid := range tids {
@@ -105,19 +105,19 @@ func placeAll(cpus *unix.CPUSet, attr *unix.SchedAttr, except int) (int, error) 
 				continue
 			}
 			if err := placeThread(tid, cpus, attr); err != nil && err != unix.ESRCH {
-				return len(done) - 1, fmt.Errorf("thread %d: %w", tid, err)
+				return len(done), fmt.Errorf("thread %d: %w", tid, err)
 			}
 			done[tid] = true
 			fresh++
 		}
 		if fresh == 0 {
-			return len(done) - 1, nil
+			return len(done), nil
 		}
 	}
 }
 
-func selfTasks() ([]int, error) {
-	ents, err := os.ReadDir("/proc/self/task")
+func tasks(pid string) ([]int, error) {
+	ents, err := os.ReadDir("/proc/" + pid + "/task")
 	if err != nil {
 		return nil, err
 	}
