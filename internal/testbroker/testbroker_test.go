@@ -4,7 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -120,4 +123,83 @@ func TestRabbitMQ(t *testing.T) {
 	}
 	checkGone(t, r.Process)
 	checkGone(t, r.epmd)
+}
+
+// TestNATSCluster: a message published on node 1 reaches a subscriber on
+// node 3 over the route, which runs on the veth between their namespaces;
+// the namespaces and links are gone after cleanup.
+func TestNATSCluster(t *testing.T) {
+	testutil.RequireRoot(t, "creates network namespaces")
+	var id string
+	t.Run("cluster", func(t *testing.T) {
+		c := StartNATSCluster(t, 3)
+		id = strings.TrimPrefix(c.Name, "bt")
+		sub := natsConn(t, c.Nodes[2].Addr, "SUB bt.x 1\r\nPING\r\n")
+		if line, err := sub.ReadString('\n'); err != nil || line != "PONG\r\n" {
+			t.Fatalf("subscribe on node 3: %q %v", line, err)
+		}
+		pub := natsConn(t, c.Nodes[0].Addr, "")
+		got := make(chan string, 1)
+		go func() {
+			line, _ := sub.ReadString('\n')
+			got <- line
+		}()
+		// The subscription reaches node 1 over the route a moment later.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			fmt.Fprintf(pub.w, "PUB bt.x 5\r\nhello\r\n")
+			select {
+			case line := <-got:
+				if !strings.HasPrefix(line, "MSG bt.x 1 5") {
+					t.Fatalf("node 3 got %q", line)
+				}
+				routeOverVeth(t, c.Nodes[0])
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no message from node 1 reached node 3 within 5 s")
+			}
+		}
+	})
+	out, _ := exec.Command("ip", "-o", "link").CombinedOutput()
+	ns, _ := exec.Command("ip", "netns", "list").CombinedOutput()
+	if id == "" || strings.Contains(string(out)+string(ns), id) {
+		t.Errorf("after cleanup, cluster %q still has links or namespaces:\n%s%s", id, out, ns)
+	}
+}
+
+// routeOverVeth checks that node's routes run between the mesh links'
+// addresses, not over its client link.
+func routeOverVeth(t *testing.T, node *NATSNode) {
+	t.Helper()
+	out, err := exec.Command("ip", "netns", "exec", node.NetNS, "ss", "-Htn", "state", "established", "( dport = :6222 or sport = :6222 )").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ss: %v %s", err, out)
+	}
+	if n := strings.Count(string(out), "10.213.1"); n != 2*2 || strings.Contains(string(out), "10.213.10") {
+		t.Errorf("node 1's route connections, want two over 10.213.12/13.0:\n%s", out)
+	}
+}
+
+type natsClient struct {
+	*bufio.Reader
+	w io.Writer
+}
+
+// natsConn connects to a nats-server, sends CONNECT and then init.
+func natsConn(t *testing.T, addr, init string) natsClient {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	r := bufio.NewReader(c)
+	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "INFO ") {
+		t.Fatalf("%s: %q %v", addr, line, err)
+	}
+	if _, err := fmt.Fprintf(c, "CONNECT {\"verbose\":false}\r\n%s", init); err != nil {
+		t.Fatal(err)
+	}
+	return natsClient{r, c}
 }
