@@ -58,6 +58,8 @@ func TestFormatsDocListsEveryColumn(t *testing.T) {
 		{GSOFile, Columns[GSORow]()},
 		{ThreadWindowsFile, Columns[ThreadWindowRow]()},
 		{GCStintsFile, Columns[GCStintRow]()},
+		{ConnectionsFile, Columns[ConnectionRow]()},
+		{HopsFile, Columns[HopRow]()},
 		{CalPausesFile, Columns[CalPauseRow]()},
 		{PlatformSamplesDir + "/", Columns[PlatformSample]()},
 	}

@@ -101,6 +101,8 @@ var parquetTables = map[string][]pqColumn{
 	PacketsFile:       pqColumnsOf[PacketRow](),
 	NetFile:           pqColumnsOf[NetRow](),
 	GSOFile:           pqColumnsOf[GSORow](),
+	ConnectionsFile:   pqColumnsOf[ConnectionRow](),
+	HopsFile:          pqColumnsOf[HopRow](), // brokertrace cluster --format parquet
 }
 
 // ParquetTable reports whether the CSV file name is a table that

@@ -68,8 +68,8 @@ func TestParquetRecording(t *testing.T) {
 			tables++
 		}
 	}
-	if tables != 11 {
-		t.Errorf("%d tables converted (%v), want 11: messages and every source's", tables, meta.Files)
+	if tables != 12 {
+		t.Errorf("%d tables converted (%v), want 12: messages and every source's", tables, meta.Files)
 	}
 	checkParquetRun(t, p, a)
 }
@@ -88,7 +88,7 @@ func checkParquetRun(t *testing.T, p, a string) {
 		files = append(files, e.Name())
 	}
 	listed := slices.Sorted(slices.Values(meta.Files))
-	if !slices.Equal(files, listed) || len(files) != 12 || slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, ".csv") }) {
+	if !slices.Equal(files, listed) || len(files) != 13 || slices.ContainsFunc(files, func(f string) bool { return strings.HasSuffix(f, ".csv") }) {
 		t.Errorf("the Parquet recording holds %v, its meta.json lists %v", files, listed)
 	}
 	// The two recordings saw the same reads and writes; only the times of

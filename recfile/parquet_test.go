@@ -98,6 +98,8 @@ func TestParquetTables(t *testing.T) {
 	add(recfile.PacketsFile, writeRandom[recfile.PacketRow], readBack[recfile.PacketRow])
 	add(recfile.NetFile, writeRandom[recfile.NetRow], readBack[recfile.NetRow])
 	add(recfile.GSOFile, writeRandom[recfile.GSORow], readBack[recfile.GSORow])
+	add(recfile.ConnectionsFile, writeRandom[recfile.ConnectionRow], readBack[recfile.ConnectionRow])
+	add(recfile.HopsFile, writeRandom[recfile.HopRow], readBack[recfile.HopRow])
 	writeMessages(t, dir, n, rng)
 	tables = append(tables, table{recfile.MessagesFile, readBack[recfile.Message]})
 	os.WriteFile(filepath.Join(dir, "other.csv"), []byte("a\n1\n"), 0o644)

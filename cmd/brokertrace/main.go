@@ -54,7 +54,7 @@ their bodies; payload bytes never leave the kernel.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newRecordCmd(), newRunCmd(), newLoadCmd(), newReportCmd(), newOverheadCmd(),
-		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd(), newExportCmd())
+		newSweepCmd(), newCalibrateCmd(), newPredictCmd(), newPlatformCmd(), newExportCmd(), newClusterCmd())
 	addBareMode(root) // no subcommand: discover the host's brokers, show one live
 	return root
 }

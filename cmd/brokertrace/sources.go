@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/brokertrace/brokertrace/capture"
 	"github.com/brokertrace/brokertrace/collect"
+	"github.com/brokertrace/brokertrace/peers"
 	"github.com/brokertrace/brokertrace/probes/netstack"
 	"github.com/brokertrace/brokertrace/probes/sched"
 	"github.com/brokertrace/brokertrace/probes/sockq"
@@ -21,5 +22,6 @@ func sourceTable() []source.Spec {
 		collect.Spec(),
 		sched.Spec(),
 		sockq.Spec(),
+		peers.Spec(),
 	}
 }

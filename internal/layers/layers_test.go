@@ -39,6 +39,7 @@ var layer = map[string]int{
 	"probes/netstack": 6,
 	"capture":         6,
 	"collect":         6,
+	"peers":           6, // the node's name and connections, for a cluster join
 
 	"record": 7, // orchestration
 
@@ -59,6 +60,7 @@ var layer = map[string]int{
 	"sweep":     8, // a ladder of rates: runs brokers, record and load as children
 	"calibrate": 8, // sweep → calibration.json (ICPE'14 §4.4)
 	"predict":   8, // calibration → simulated model → prediction.json
+	"cluster":   8, // joins the recordings of a cluster's nodes (reads files)
 	"live":      8, // the live terminal view of a recording (bare mode)
 	"metrics":   8, // the Prometheus exporter: a record.Observer
 	"perfetto":  8, // the Perfetto trace: a record.Observer
@@ -75,7 +77,7 @@ var layer = map[string]int{
 // readers are the packages that read recordings: they must not depend on
 // the kernel side or on a broker's client, so that a report can be made
 // anywhere from files alone.
-var readers = []string{"analysis", "report", "calibrate", "predict", "model/sim", "model/mva", "model/qpme", "model/jmva", "model/lqn"}
+var readers = []string{"analysis", "report", "cluster", "calibrate", "predict", "model/sim", "model/mva", "model/qpme", "model/jmva", "model/lqn"}
 
 var forbiddenForReaders = []string{
 	"github.com/cilium/ebpf",
