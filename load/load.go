@@ -3,7 +3,9 @@
 // broker can be compared with what a client saw.
 //
 // A run has one producer and one consumer in this process, on separate
-// connections and goroutines. Every message body starts with a marker (see
+// connections and goroutines; given subscriber URLs (Config.SubURLs), it
+// has one consumer on each instead, to measure across the nodes of a
+// cluster. Every message body starts with a marker (see
 // package marker) carrying a sequential id, padded to the asked size. The
 // producer paces open-loop: each message has an intended send time fixed by
 // the schedule, a late producer sends at once and records how late it was,
@@ -15,11 +17,15 @@
 package load
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"runtime"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -47,8 +53,8 @@ const (
 	DefaultLateAfter = time.Millisecond
 )
 
-// MaxMessages bounds one run: per-message times take 24 bytes each and are
-// all allocated up front.
+// MaxMessages bounds one run: per-message times take 24 bytes each (8 more
+// per further subscriber) and are all allocated up front.
 const MaxMessages = 50_000_000
 
 // Config is what a run is asked to do; load.json records it as its
@@ -128,6 +134,7 @@ type consumer struct {
 	duplicates atomic.Int64
 	unexpected atomic.Int64 // marked, but not an id of this run
 	unmarked   atomic.Int64 // no marker at the start of the body
+	probed     atomic.Bool  // a probe message arrived (see awaitSubscribers)
 	stopped    atomic.Bool
 }
 
@@ -138,7 +145,11 @@ func (c *consumer) onMessage(body []byte) {
 	}
 	id, ok := marker.Parse(body)
 	if !ok {
-		c.unmarked.Add(1)
+		if bytes.HasPrefix(body, probePrefix) {
+			c.probed.Store(true)
+		} else {
+			c.unmarked.Add(1)
+		}
 		return
 	}
 	idx := id - c.idBase
@@ -284,57 +295,182 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	n := capacity(cfg)
-
-	cons := &consumer{idBase: cfg.IDBase, recv: make([]int64, n)}
-	cdrv, err := dial(ctx, u, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "consumer"})
+	subURLs, err := subscriberURLs(cfg, u)
 	if err != nil {
 		return nil, err
 	}
-	defer cdrv.Close()
+	n := capacity(cfg)
+
+	subs, err := dialSubscribers(ctx, dial, subURLs, cfg, n)
+	defer closeSubscribers(subs)
+	if err != nil {
+		return nil, err
+	}
 	pdrv, err := dial(ctx, u, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "producer"})
 	if err != nil {
 		return nil, err
 	}
 	defer pdrv.Close()
-	if err := cdrv.Subscribe(cons.onMessage); err != nil {
-		return nil, err
+	for k, s := range subs {
+		if err := s.drv.Subscribe(s.cons.onMessage); err != nil {
+			return nil, s.wrap(k, err)
+		}
 	}
 
 	p := newProducer(pdrv, cfg, n)
-	// Touch every page now so the send path takes no page faults.
-	prefault(cons.recv)
+	if len(cfg.SubURLs) > 0 {
+		if err := awaitSubscribers(ctx, p, u.Redacted(), subs); err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range subs {
+		// Touch every page now so the receive path takes no page faults.
+		prefault(s.cons.recv)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sendEnd := p.runUntil(ctx)
-	runErr := drain(p, cons, cdrv, cfg.Drain)
+	runErr := drain(p, subs, cfg.Drain)
 	drainEnd := monotime.Now()
-	dropped := cdrv.Dropped()
 	if runErr == nil {
-		runErr = cmp.Or(cdrv.Err(), pdrv.Err())
+		runErr = cmp.Or(subscriberErr(subs), pdrv.Err())
 	}
 
 	res := &Result{
-		Config:        cfg,
-		Driver:        u.Scheme,
-		URL:           u.Redacted(),
-		StartNs:       p.start,
-		SendEndNs:     sendEnd,
-		EndNs:         drainEnd,
-		Planned:       p.planned,
-		Duplicates:    int(cons.duplicates.Load()),
-		Unmarked:      int(cons.unmarked.Load()),
-		ClientDropped: dropped,
-		Interrupted:   p.interrupted,
-		Behind:        p.behind,
+		Config:      cfg,
+		Driver:      u.Scheme,
+		URL:         u.Redacted(),
+		StartNs:     p.start,
+		SendEndNs:   sendEnd,
+		EndNs:       drainEnd,
+		Planned:     p.planned,
+		Interrupted: p.interrupted,
+		Behind:      p.behind,
 	}
-	res.collect(p, cons)
+	res.collect(p, subs)
 	if runErr != nil {
 		res.Error = runErr.Error()
 	}
 	res.summarize()
 	return res, runErr
+}
+
+// subscriber is one consumer of a run and its connection.
+type subscriber struct {
+	url      *url.URL
+	numbered bool // given as a subscriber URL: errors say which
+	drv      Driver
+	cons     *consumer
+}
+
+// wrap prefixes err by which subscriber it is, k being its index, when
+// there can be several.
+func (s *subscriber) wrap(k int, err error) error {
+	if err == nil || !s.numbered || errors.Is(err, context.Canceled) {
+		return err
+	}
+	return fmt.Errorf("subscriber %d at %s: %w", k+1, s.url.Redacted(), err)
+}
+
+// subscriberURLs returns where the run subscribes: on each of cfg.SubURLs,
+// else on the producer's URL u. A subscriber speaks the producer's
+// protocol: the run's subject means one destination only within one
+// protocol.
+func subscriberURLs(cfg Config, u *url.URL) ([]*url.URL, error) {
+	if len(cfg.SubURLs) == 0 {
+		return []*url.URL{u}, nil
+	}
+	us := make([]*url.URL, 0, len(cfg.SubURLs))
+	for _, raw := range cfg.SubURLs {
+		su, _, err := parseURL(raw)
+		if err != nil {
+			return nil, err
+		}
+		if !strings.EqualFold(su.Scheme, u.Scheme) {
+			return nil, configErrorf("subscriber URL %s is %s, but the producer's URL %s is %s: every subscriber must speak the producer's protocol", su.Redacted(), su.Scheme, u.Redacted(), u.Scheme)
+		}
+		us = append(us, su)
+	}
+	return us, nil
+}
+
+// dialSubscribers connects a consumer to each of us, with receive times for
+// n messages each. On error it returns the subscribers connected so far,
+// for closeSubscribers. With subscriber URLs, an error names the
+// subscriber by its place in Config.SubURLs.
+func dialSubscribers(ctx context.Context, dial DialFunc, us []*url.URL, cfg Config, n int) ([]*subscriber, error) {
+	subs := make([]*subscriber, 0, len(us))
+	for _, su := range us {
+		s := &subscriber{url: su, numbered: len(cfg.SubURLs) > 0, cons: &consumer{idBase: cfg.IDBase, recv: make([]int64, n)}}
+		drv, err := dial(ctx, su, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "consumer"})
+		if err != nil {
+			return subs, s.wrap(len(subs), err)
+		}
+		s.drv = drv
+		subs = append(subs, s)
+	}
+	return subs, nil
+}
+
+func closeSubscribers(subs []*subscriber) {
+	for _, s := range subs {
+		s.drv.Close()
+	}
+}
+
+// probePrefix starts the bodies of probe messages. It is no marker, so
+// recordings see probes as unmarked traffic and never as messages of a run.
+var probePrefix = []byte("BTPROBE")
+
+// probeTimeout bounds the wait for every subscriber to get a probe.
+const probeTimeout = 10 * time.Second
+
+// awaitSubscribers publishes a probe message every 10 ms until every
+// subscriber received one. On a cluster, Subscribe returns once the
+// subscription is in effect at the subscriber's node, but the producer's
+// node learns of it only when the cluster has passed it on: the run's first
+// messages would be lost to subscribers on other nodes without this wait.
+func awaitSubscribers(ctx context.Context, p *producer, pubURL string, subs []*subscriber) error {
+	body := slices.Clone(p.body)
+	copy(body, probePrefix)
+	deadline := time.Now().Add(probeTimeout)
+	for {
+		k := slices.IndexFunc(subs, func(s *subscriber) bool { return !s.cons.probed.Load() })
+		if k < 0 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := cmp.Or(subscriberErr(subs), p.drv.Err()); err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("subscriber %d at %s received none of the probe messages published at %s in %v: is it a node of the same cluster, subscribed to the same destination?",
+				k+1, subs[k].url.Redacted(), pubURL, probeTimeout)
+		}
+		if err := p.drv.Publish(body); err != nil {
+			return fmt.Errorf("publishing a probe message: %w", cmp.Or(p.drv.Err(), err))
+		}
+		flushCtx, cancel := context.WithTimeout(ctx, time.Second)
+		err := p.drv.Flush(flushCtx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("flushing a probe message: %w", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// subscriberErr returns the asynchronous error of the first subscriber
+// whose connection reported one, or nil.
+func subscriberErr(subs []*subscriber) error {
+	k := slices.IndexFunc(subs, func(s *subscriber) bool { return s.drv.Err() != nil })
+	if k < 0 {
+		return nil
+	}
+	return subs[k].wrap(k, subs[k].drv.Err())
 }
 
 // newProducer allocates and prefaults the per-message times of up to n
@@ -372,10 +508,10 @@ func (p *producer) runUntil(ctx context.Context) int64 {
 }
 
 // drain waits until everything published reached the broker, then gives
-// the consumer up to wait (from the last send) for the rest, and stops it.
-// It returns the first error of the run: the producer's, else a failed
-// flush.
-func drain(p *producer, cons *consumer, cdrv Driver, wait time.Duration) error {
+// every subscriber up to wait (from the last send) for the rest, and stops
+// them. A subscriber whose connection failed is not waited for. It returns
+// the first error of the run: the producer's, else a failed flush.
+func drain(p *producer, subs []*subscriber, wait time.Duration) error {
 	deadline := time.Now().Add(wait)
 	var runErr error = p.err
 	flushCtx, cancel := context.WithDeadline(context.Background(), deadline)
@@ -383,38 +519,62 @@ func drain(p *producer, cons *consumer, cdrv Driver, wait time.Duration) error {
 		runErr = fmt.Errorf("producer flush after %d messages: %w", p.sent, err)
 	}
 	cancel()
-	for cons.received.Load() < int64(p.sent) && time.Now().Before(deadline) {
-		if cdrv.Err() != nil {
-			break
-		}
+	waiting := func(s *subscriber) bool {
+		return s.cons.received.Load() < int64(p.sent) && s.drv.Err() == nil
+	}
+	for slices.ContainsFunc(subs, waiting) && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
-	cons.stopped.Store(true)
+	for _, s := range subs {
+		s.cons.stopped.Store(true)
+	}
 	return runErr
 }
 
-// collect fills the per-message times of the messages sent and the counts
-// of received, missing and unexpected ones: a receive time in this run's id
-// range past the last sent is an id that was never sent.
-func (res *Result) collect(p *producer, cons *consumer) {
+// collect fills the per-message times of the messages sent, each
+// subscriber's receive times and counts, and the top-level ones, which are
+// subscriber 1's.
+func (res *Result) collect(p *producer, subs []*subscriber) {
 	res.Intended = p.intended[:p.sent:p.sent]
 	res.Send = p.send[:p.sent:p.sent]
-	res.Recv = make([]int64, p.sent)
 	res.Sent = p.sent
-	unexpected := int(cons.unexpected.Load())
-	for i := range cons.recv {
-		t := atomic.LoadInt64(&cons.recv[i])
-		if i < p.sent {
-			res.Recv[i] = t
+	res.Subscribers = make([]Subscriber, len(subs))
+	for k, s := range subs {
+		res.Subscribers[k] = s.collect(p.sent)
+	}
+	s1 := res.Subscribers[0]
+	res.Recv = s1.Recv
+	res.Received, res.Missing = s1.Received, s1.Missing
+	res.Duplicates, res.Unexpected, res.Unmarked = s1.Duplicates, s1.Unexpected, s1.Unmarked
+	res.ClientDropped = s1.ClientDropped
+}
+
+// collect returns what the subscriber received of the sent messages: a
+// receive time in this run's id range past the last sent is an id that was
+// never sent, counted unexpected.
+func (s *subscriber) collect(sent int) Subscriber {
+	c := s.cons
+	r := Subscriber{
+		URL:           s.url.Redacted(),
+		Recv:          make([]int64, sent),
+		Duplicates:    int(c.duplicates.Load()),
+		Unexpected:    int(c.unexpected.Load()),
+		Unmarked:      int(c.unmarked.Load()),
+		ClientDropped: s.drv.Dropped(),
+	}
+	for i := range c.recv {
+		t := atomic.LoadInt64(&c.recv[i])
+		if i < sent {
+			r.Recv[i] = t
 			if t != 0 {
-				res.Received++
+				r.Received++
 			}
 		} else if t != 0 {
-			unexpected++
+			r.Unexpected++
 		}
 	}
-	res.Unexpected = unexpected
-	res.Missing = res.Sent - res.Received
+	r.Missing = sent - r.Received
+	return r
 }
 
 // fillBody writes the filler after the marker slot. '.' can never start or

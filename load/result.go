@@ -28,6 +28,11 @@ type Result struct {
 	Send     []int64 // t_send_ns: taken right before the client's publish call
 	Recv     []int64 // t_recv_ns: taken on entry to the consumer's handler; 0 = never received
 
+	// Subscribers has what each consumer received, in Config.SubURLs order
+	// (one, on URL, without SubURLs). Recv and the counts from Received to
+	// ClientDropped are Subscribers[0]'s.
+	Subscribers []Subscriber
+
 	Planned       int // messages the schedule called for
 	Sent          int // messages handed to the client library without error
 	Received      int // distinct sent messages the consumer got
@@ -41,6 +46,20 @@ type Result struct {
 	Error         string // why sending or draining ended early, if it did
 
 	Summary Summary
+}
+
+// Subscriber is what one consumer of a run received; its fields mean what
+// Result's of the same names do.
+type Subscriber struct {
+	URL  string  // where it subscribed, password redacted
+	Recv []int64 // t_recv_ns by message index; 0 = never received
+
+	Received      int
+	Missing       int
+	Duplicates    int
+	Unexpected    int
+	Unmarked      int
+	ClientDropped int
 }
 
 // SentIDs returns the ids of the messages sent, in send order.
@@ -169,7 +188,7 @@ func (r *Result) summarize() {
 		}
 	}
 
-	late, fromInt, fromSend := newHist(), newHist(), newHist()
+	late := newHist()
 	lateAfter := r.Config.LateAfter.Nanoseconds()
 	for i := 0; i < r.Sent; i++ {
 		l := r.Send[i] - r.Intended[i]
@@ -182,16 +201,18 @@ func (r *Result) summarize() {
 		late.record(l)
 		if r.IsWarmup(i) {
 			s.Warmup++
-			continue
-		}
-		if t := r.Recv[i]; t != 0 {
-			fromInt.record(t - r.Intended[i])
-			fromSend.record(t - r.Send[i])
 		}
 	}
 	s.Lateness = late.stats()
-	s.LatencyFromIntended = fromInt.stats()
-	s.LatencyFromSend = fromSend.stats()
+	s.LatencyFromIntended, s.LatencyFromSend = r.latencies(r.Recv)
+	if len(r.Config.SubURLs) > 0 {
+		s.Options.SubURLs = make([]string, len(r.Subscribers))
+		s.Subscribers = make([]recfile.SubscriberSummary, len(r.Subscribers))
+		for k, sub := range r.Subscribers {
+			s.Options.SubURLs[k] = sub.URL
+			s.Subscribers[k] = r.subscriberSummary(sub)
+		}
+	}
 
 	if r.Sent > 1 {
 		sendSpan := float64(r.Send[r.Sent-1] - r.Send[0])
@@ -214,13 +235,47 @@ func (r *Result) summarize() {
 	r.Summary = s
 }
 
-// WriteFiles writes dir/e2e.csv (one row per message sent) and
-// dir/load.json (the Summary, whose URL has its password redacted). Each
-// takes its name only when complete, so a reader never sees a partial
+// latencies returns the end-to-end latencies of the non-warm-up messages
+// with a receive time in recv, from their intended and from their actual
+// send.
+func (r *Result) latencies(recv []int64) (fromIntended, fromSend Stats) {
+	fromInt, fromSnd := newHist(), newHist()
+	for i, t := range recv[:r.Sent] {
+		if t != 0 && !r.IsWarmup(i) {
+			fromInt.record(t - r.Intended[i])
+			fromSnd.record(t - r.Send[i])
+		}
+	}
+	return fromInt.stats(), fromSnd.stats()
+}
+
+func (r *Result) subscriberSummary(sub Subscriber) recfile.SubscriberSummary {
+	s := recfile.SubscriberSummary{
+		URL:           sub.URL,
+		Received:      sub.Received,
+		Missing:       sub.Missing,
+		Duplicates:    sub.Duplicates,
+		Unexpected:    sub.Unexpected,
+		Unmarked:      sub.Unmarked,
+		ClientDropped: sub.ClientDropped,
+	}
+	s.LatencyFromIntended, s.LatencyFromSend = r.latencies(sub.Recv)
+	return s
+}
+
+// WriteFiles writes dir/e2e.csv (one row per message sent), with subscriber
+// URLs dir/subs.csv (one row per message and subscriber), and
+// dir/load.json (the Summary, whose URLs have their passwords redacted).
+// Each takes its name only when complete, so a reader never sees a partial
 // file, even if the process dies while writing.
 func (r *Result) WriteFiles(dir *outdir.Dir) error {
 	if err := writeAtomic(dir, recfile.E2EFile, r.writeCSV); err != nil {
 		return err
+	}
+	if len(r.Config.SubURLs) > 0 {
+		if err := writeAtomic(dir, recfile.SubsFile, r.writeSubsCSV); err != nil {
+			return err
+		}
 	}
 	return writeAtomic(dir, recfile.LoadJSONFile, func(w *bufio.Writer) error {
 		enc := json.NewEncoder(w)
@@ -245,6 +300,26 @@ func (r *Result) writeCSV(w *bufio.Writer) error {
 		line = recfile.AppendRow(line[:0], &row)
 		if _, err := w.Write(line); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// writeSubsCSV writes subs.csv: one recfile.SubRow per message sent and
+// subscriber, in send order, subscribers in order within a message.
+func (r *Result) writeSubsCSV(w *bufio.Writer) error {
+	w.WriteString(strings.Join(recfile.Columns[recfile.SubRow](), ",") + "\n")
+	var line []byte
+	for i := 0; i < r.Sent; i++ {
+		for k := range r.Subscribers {
+			row := recfile.SubRow{ID: r.Config.IDBase + uint64(i), Sub: k + 1}
+			if t := &r.Subscribers[k].Recv[i]; *t != 0 {
+				row.TRecv = t
+			}
+			line = recfile.AppendRow(line[:0], &row)
+			if _, err := w.Write(line); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

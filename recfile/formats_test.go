@@ -48,6 +48,7 @@ func TestFormatsDocListsEveryColumn(t *testing.T) {
 		{MessagesFile, SchedMessageColumns},
 		{MessagesFile, SockqMessageColumns},
 		{E2EFile, Columns[E2ERow]()},
+		{SubsFile, Columns[SubRow]()},
 		{SchedFile, Columns[SchedRow]()},
 		{ThreadsFile, Columns[ThreadRow]()},
 		{CPUFile, Columns[CPURow]()},

@@ -3,10 +3,13 @@ package recfile
 import "time"
 
 // The files of a load directory (brokertrace load --out): e2e.csv, one row
-// per message sent, and load.json, the run's summary.
+// per message sent, load.json, the run's summary, and, when the run
+// subscribed on other nodes of a cluster (--sub-url), subs.csv, one row per
+// message and subscriber.
 const (
 	E2EFile      = "e2e.csv"
 	LoadJSONFile = "load.json"
+	SubsFile     = "subs.csv"
 )
 
 // E2ERow is one message of e2e.csv. Times are CLOCK_MONOTONIC ns of the
@@ -20,10 +23,25 @@ type E2ERow struct {
 	Warmup    uint8  `csv:"warmup"`        // 1: sent in the warm-up, left out of summaries
 }
 
+// SubRow is one message as one subscriber saw it, in subs.csv: a run with
+// several subscribers (LoadOptions.SubURLs) writes every message once per
+// subscriber, in e2e.csv's order, subscribers in flag order within a
+// message. Its send times are e2e.csv's row with the same id.
+type SubRow struct {
+	ID    uint64 `csv:"id"`
+	Sub   int    `csv:"sub"`       // 1-based position of the subscriber in LoadOptions.SubURLs
+	TRecv *int64 `csv:"t_recv_ns"` // on entry to that subscriber's handler; empty: never received
+}
+
 // LoadOptions are what a load run was asked to do: load.json's "options".
 type LoadOptions struct {
 	URL     string `json:"url"`
 	Subject string `json:"subject"`
+	// SubURLs, when given, are where the run subscribes instead of URL:
+	// one consumer per URL, typically other nodes of URL's cluster, so
+	// that messages are measured end to end across it. All must have URL's
+	// scheme.
+	SubURLs []string `json:"sub_urls,omitempty"`
 	// Rate in messages per second; 0 sends as fast as possible (Count is
 	// then required, since per-message slots are preallocated).
 	Rate float64 `json:"rate"`
@@ -60,6 +78,12 @@ type LoadOptions struct {
 
 // LoadSummary is load.json: what a load run was asked to do, what it did,
 // and its end-to-end latencies.
+//
+// With several subscribers (Options.SubURLs) the top-level counts of what
+// was received (Received, Missing, MissingIDs, Duplicates, Unexpected,
+// Unmarked, ClientDropped) and the e2e latencies are subscriber 1's, so
+// readers of single-subscriber runs keep working; Subscribers has every
+// subscriber's.
 type LoadSummary struct {
 	Options  LoadOptions `json:"options"`
 	Driver   string      `json:"driver"`
@@ -105,6 +129,24 @@ type LoadSummary struct {
 	// End-to-end latency of received non-warm-up messages: from the
 	// intended send time (what a user of an open-loop system waits) and
 	// from the actual send.
+	LatencyFromIntended LatencyStats `json:"e2e_from_intended"`
+	LatencyFromSend     LatencyStats `json:"e2e_from_send"`
+
+	// Subscribers are the run's subscribers in Options.SubURLs order;
+	// absent when the run subscribed on URL only.
+	Subscribers []SubscriberSummary `json:"subscribers,omitempty"`
+}
+
+// SubscriberSummary is what one subscriber of a run received, counted as
+// LoadSummary counts them.
+type SubscriberSummary struct {
+	URL                 string       `json:"url"` // password redacted
+	Received            int          `json:"received"`
+	Missing             int          `json:"missing"`
+	Duplicates          int          `json:"duplicates"`
+	Unexpected          int          `json:"unexpected"`
+	Unmarked            int          `json:"unmarked"`
+	ClientDropped       int          `json:"client_dropped"`
 	LatencyFromIntended LatencyStats `json:"e2e_from_intended"`
 	LatencyFromSend     LatencyStats `json:"e2e_from_send"`
 }

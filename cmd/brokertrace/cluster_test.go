@@ -39,7 +39,7 @@ func TestClusterJoin(t *testing.T) {
 	var dirs []string
 	for _, n := range c.Nodes {
 		d := filepath.Join(dir, n.Name)
-		rec := exec.Command(binary, "record", "--pid", strconv.Itoa(n.PID()), "--out", d, "--quiet")
+		rec := exec.Command(binary, "record", "--pid", strconv.Itoa(n.PID()), "--out", d, "--quiet", "--format", "parquet")
 		waitAttached(t, rec, n.PID())
 		recs, dirs = append(recs, rec), append(dirs, d)
 	}
@@ -76,11 +76,24 @@ func TestClusterJoin(t *testing.T) {
 		}
 	}
 	checkHops(t, filepath.Join(dir, "join", recfile.HopsFile), filepath.Join(dir, "load"), subs)
-	text, err := exec.Command(binary, "cluster", dirs[0], dirs[1], dirs[2], "--out", filepath.Join(dir, "join")).Output()
+	text, err := exec.Command(binary, "cluster", dirs[0], dirs[1], dirs[2], "--out", filepath.Join(dir, "pq"), "--format", "parquet").Output()
 	if err != nil || !strings.Contains(string(text), "path node1 → node2: 100000 deliveries") {
 		t.Errorf("cluster's summary: %v\n%s", err, text)
 	}
 	t.Logf("brokertrace cluster:\n%s", text)
+	csvRows, err1 := recfile.ReadTable[recfile.HopRow](filepath.Join(dir, "join", recfile.HopsFile))
+	pqRows, err2 := recfile.ReadTable[recfile.HopRow](filepath.Join(dir, "pq", recfile.HopsFile))
+	if err1 != nil || err2 != nil || !slices.EqualFunc(csvRows, pqRows, sameHop) {
+		t.Errorf("hops.parquet differs from hops.csv (%v, %v)", err1, err2)
+	}
+}
+
+// sameHop compares two rows by value, their optional columns too.
+func sameHop(a, b recfile.HopRow) bool {
+	eq := func(x, y *int64) bool { return (x == nil) == (y == nil) && (x == nil || *x == *y) }
+	okA, okB := eq(a.NetNs, b.NetNs) && eq(a.Ctxsw, b.Ctxsw) && eq(a.OnCPU, b.OnCPU), true
+	a.NetNs, a.Ctxsw, a.OnCPU, b.NetNs, b.Ctxsw, b.OnCPU = nil, nil, nil, nil, nil, nil
+	return okA && okB && a == b
 }
 
 // recvTimes are a subscriber's receive times by message id.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,6 +50,19 @@ messages never received) and DIR/load.json (options, counts, achieved rate,
 lateness, latency percentiles). Ctrl-C stops sending, drains and still writes
 both files; press it again to abort without them.
 
+With --sub-url (repeatable) it publishes on --url and subscribes on each
+--sub-url instead (on --url too only when it is also given as a --sub-url):
+one consumer per node of a cluster, to measure end to end across it. Each
+--sub-url must have the scheme of --url. Before sending, it publishes probe
+messages (bodies starting BTPROBE, no marker) until every subscriber got one,
+so the cluster has passed every subscription on. A queue (AMQP, STOMP
+/queue/...) hands each message to one subscriber only: use a topic for every
+subscriber to get every message. The drain waits until every subscriber has
+every message; DIR/subs.csv (id,sub,t_recv_ns) has each
+subscriber's receive times, sub numbering the --sub-url flags from 1;
+e2e.csv's t_recv_ns and load.json's top-level counts are subscriber 1's,
+its "subscribers" list has them all.
+
 Broker URLs:
 ` + load.URLForms,
 		Example: `  # 10000 messages at 1000 msg/s to a local nats-server, results in ./run1
@@ -66,13 +80,17 @@ Broker URLs:
   brokertrace load --url 'mqtt://127.0.0.1:1883/bt/test?qos=1' --count 10000
   brokertrace load --url 'stomp://admin:admin@127.0.0.1:61613/queue/bt?ack=client' --count 10000
   brokertrace load --url 'amqp://guest:guest@127.0.0.1:5672/?confirm=1' --count 10000
-  brokertrace load --url redis://127.0.0.1:6379/btchan --count 10000`,
+  brokertrace load --url redis://127.0.0.1:6379/btchan --count 10000
+
+  # publish on one node of a NATS cluster, subscribe on two others
+  brokertrace load --url nats://10.0.0.1:4222 --sub-url nats://10.0.0.2:4222 --sub-url nats://10.0.0.3:4222 --rate 20000 --duration 10s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runLoad(cmd, o) },
 	}
 	f := cmd.Flags()
 	c := &o.cfg
 	f.StringVar(&c.URL, "url", load.DefaultURL, "broker URL; supported schemes: "+strings.Join(load.Schemes(), ", "))
+	f.StringArrayVar(&c.SubURLs, "sub-url", nil, "subscribe on this broker URL instead of --url, e.g. another node of its cluster (repeatable: one consumer each)")
 	f.StringVar(&c.Subject, "subject", load.DefaultSubject, "subject (topic, queue) to publish and subscribe on")
 	f.Float64Var(&c.Rate, "rate", 1000, "messages per second; 0 = as fast as possible (needs --count)")
 	f.IntVar(&c.Count, "count", 0, "messages to send (with --duration, whichever ends first)")
@@ -199,8 +217,32 @@ func printLoadSummary(w io.Writer, r *load.Result, dir string) {
 	}
 	lat("from intended send", s.LatencyFromIntended)
 	lat("from actual send", s.LatencyFromSend)
+	printSubscribers(w, s.Subscribers)
 	if s.Warmup > 0 {
 		fmt.Fprintf(w, "  %d warm-up messages left out of latency\n", s.Warmup)
 	}
-	fmt.Fprintf(w, "  files: %s, %s\n", filepath.Join(dir, recfile.E2EFile), filepath.Join(dir, recfile.LoadJSONFile))
+	files := []string{filepath.Join(dir, recfile.E2EFile), filepath.Join(dir, recfile.LoadJSONFile)}
+	if len(s.Subscribers) > 0 {
+		files = slices.Insert(files, 1, filepath.Join(dir, recfile.SubsFile))
+	}
+	fmt.Fprintf(w, "  files: %s\n", strings.Join(files, ", "))
+}
+
+// printSubscribers prints one line per subscriber of a run with --sub-url.
+// It prints them for a single one as well: the counts above are then that
+// subscriber's, and the line says where it subscribed.
+func printSubscribers(w io.Writer, subs []recfile.SubscriberSummary) {
+	for k, s := range subs {
+		fmt.Fprintf(w, "  subscriber %d %s: received %d, missing %d, duplicates %d", k+1, s.URL, s.Received, s.Missing, s.Duplicates)
+		if s.Unexpected+s.Unmarked > 0 {
+			fmt.Fprintf(w, ", foreign %d", s.Unexpected+s.Unmarked)
+		}
+		if s.ClientDropped > 0 {
+			fmt.Fprintf(w, " (%d dropped by the client library)", s.ClientDropped)
+		}
+		if st := s.LatencyFromSend; st.Count > 0 {
+			fmt.Fprintf(w, "; e2e from send p50 %v  p99 %v  max %v", time.Duration(st.P50Ns), time.Duration(st.P99Ns), time.Duration(st.MaxNs))
+		}
+		fmt.Fprintln(w)
+	}
 }

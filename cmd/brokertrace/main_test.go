@@ -95,6 +95,8 @@ func TestBadInput(t *testing.T) {
 		{"no such interface", []string{"record", "--pid", pid, "--iface", "nosuch0"}, 0, exitUsage, `interface "nosuch0" does not exist`},
 		{"load unreachable", []string{"load", "--url", "nats://127.0.0.1:1", "--count", "10", "--out", t.TempDir()}, 0, exitNoTarget, "127.0.0.1:1"},
 		{"load bad scheme", []string{"load", "--url", "kafka://x:1", "--count", "10", "--out", t.TempDir()}, 0, exitUsage, "nats"},
+		{"load sub-url unreachable", []string{"load", "--url", srv.URL(), "--sub-url", "nats://127.0.0.1:1", "--count", "10", "--out", t.TempDir()}, 0, exitNoTarget, "127.0.0.1:1"},
+		{"load sub-url other scheme", []string{"load", "--url", srv.URL(), "--sub-url", "mqtt://127.0.0.1:1", "--count", "10", "--out", t.TempDir()}, 0, exitUsage, "producer's protocol"},
 	}, 2, nil)
 }
 

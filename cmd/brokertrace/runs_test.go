@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -56,6 +57,29 @@ func TestLoadRuns(t *testing.T) {
 		if id != s.FirstID+uint64(i) || r[3] == "" || (r[4] == "1") != warm {
 			t.Fatalf("e2e.csv row %d: %v, want id %d received, warm-up %v", i, r, s.FirstID+uint64(i), warm)
 		}
+	}
+}
+
+// TestLoadSubURLs: `brokertrace load --sub-url` on a two-node nats-server
+// cluster prints a line per subscriber and writes subs.csv.
+func TestLoadSubURLs(t *testing.T) {
+	testutil.RequireRoot(t, "the cluster runs in network namespaces")
+	nodes := testbroker.StartNATSCluster(t, 2).Nodes
+	out := t.TempDir()
+	cmd := exec.Command(binary, "load", "--url", nodes[0].URL(), "--sub-url", nodes[1].URL(), "--sub-url", nodes[0].URL(),
+		"--subject", "bt.clisubs", "--rate", "2000", "--count", "500", "--out", out)
+	stdout, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("load: %v\n%s", err, stdout)
+	}
+	for k, n := range []*testbroker.NATSNode{nodes[1], nodes[0]} {
+		if want := fmt.Sprintf("subscriber %d %s: received 500, missing 0, duplicates 0;", k+1, n.URL()); !strings.Contains(string(stdout), want) {
+			t.Errorf("output does not say %q:\n%s", want, stdout)
+		}
+	}
+	header, rows := testutil.ReadCSV(t, filepath.Join(out, recfile.SubsFile))
+	if strings.Join(header, ",") != "id,sub,t_recv_ns" || len(rows) != 1000 {
+		t.Fatalf("subs.csv: header %v, %d rows; want id,sub,t_recv_ns and 1000", header, len(rows))
 	}
 }
 
