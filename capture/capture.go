@@ -34,6 +34,12 @@ type Options struct {
 	// are (the broker talking to itself) it counts as in. Matching on full
 	// 4-tuples would slot into buildFilter and Capture.direction.
 	Ports []uint16
+	// DialPorts are the local ports of connections the broker dialed (its
+	// cluster routes, say): a segment whose source port is one of them goes
+	// out, one whose destination port is, in. They are looked at before
+	// Ports, since the far end of a route often listens on a port the
+	// broker listens on too (6222 on every NATS node).
+	DialPorts []uint16
 	// NetNS is the network namespace to capture in, as a path such as
 	// /proc/PID/ns/net or /run/netns/NAME; "" is the caller's namespace.
 	NetNS string
@@ -81,6 +87,7 @@ const (
 type Capture struct {
 	opts  Options
 	ports portSet
+	dial  portSet
 	taps  []*tap
 	pcap  *pcapFile
 	start int64
@@ -106,11 +113,12 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 		opts.SnapLen = defaultSnapLen
 	}
 	snap := min(opts.SnapLen, maxHeaderLen)
-	filter, err := buildFilter(opts.Ports, snap, false)
+	all := slices.Concat(opts.Ports, opts.DialPorts)
+	filter, err := buildFilter(all, snap, false)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %v", err)
 	}
-	loFilter, err := buildFilter(opts.Ports, snap, true)
+	loFilter, err := buildFilter(all, snap, true)
 	if err != nil {
 		return nil, fmt.Errorf("capture: %v", err)
 	}
@@ -118,6 +126,9 @@ func Start(ctx context.Context, opts Options) (*Capture, error) {
 	c := &Capture{opts: opts, stopping: make(chan struct{})}
 	for _, p := range opts.Ports {
 		c.ports.add(p)
+	}
+	for _, p := range opts.DialPorts {
+		c.dial.add(p)
 	}
 	if err := c.open(snap); err != nil {
 		return nil, err
@@ -149,7 +160,7 @@ func (opts *Options) check() error {
 	if len(opts.Ports) == 0 {
 		return errors.New("capture: no broker ports given (Options.Ports): name the TCP ports the broker listens on")
 	}
-	if slices.Contains(opts.Ports, 0) {
+	if slices.Contains(opts.Ports, 0) || slices.Contains(opts.DialPorts, 0) {
 		return errors.New("capture: port 0 in Options.Ports: give the broker's listening ports")
 	}
 	if opts.SnapLen != 0 && opts.SnapLen < minSnapLen {
@@ -346,8 +357,16 @@ type portSet [65536 / 64]uint64
 
 func (p *portSet) add(port uint16)      { p[port>>6] |= 1 << (port & 63) }
 func (p *portSet) has(port uint16) bool { return p[port>>6]&(1<<(port&63)) != 0 }
+
+// direction is in or out for a segment of the broker's, -1 otherwise. A
+// dialed connection's local port decides first: its far end may listen on
+// one of Ports.
 func (c *Capture) direction(s *segment) int {
 	switch {
+	case c.dial.has(s.src):
+		return out
+	case c.dial.has(s.dst):
+		return in
 	case c.ports.has(s.dst):
 		return in
 	case c.ports.has(s.src):

@@ -14,6 +14,10 @@ type CaptureMeta struct {
 	NetNS     string   `json:"netns"`
 	Listeners []string `json:"listeners"`
 	Ports     []uint16 `json:"ports"`
+	// Dialed are the broker's outgoing connections at Start (local->remote),
+	// DialPorts their local ports, captured too.
+	Dialed    []string `json:"dialed"`
+	DialPorts []uint16 `json:"dial_ports"`
 	Ifaces    []string `json:"ifaces"`
 	// IfacesFrom says how Ifaces were chosen: "--iface", or the listening
 	// addresses and what each one selected.
@@ -22,7 +26,8 @@ type CaptureMeta struct {
 	Pcap       string `json:"pcap,omitempty"`
 	StartNs    int64  `json:"start_ns"`
 	EndNs      int64  `json:"end_ns"`
-	// In: towards the broker (destination port is one of Ports); Out: from it.
+	// In: towards the broker (destination port is one of DialPorts, or of
+	// Ports and the source port none of DialPorts); Out: from it.
 	In  DirMeta `json:"in"`
 	Out DirMeta `json:"out"`
 	// KernelPackets == In.Packets + Out.Packets + Drops + Unparsed.
@@ -76,6 +81,10 @@ func (s *Source) meta() *CaptureMeta {
 		SnapLen: s.capt.opts.SnapLen, Pcap: s.opts.PcapPath, StartNs: r.Start, EndNs: r.End,
 		In: dirMeta(&r.In), Out: dirMeta(&r.Out),
 		KernelPackets: r.KernelPackets, Drops: r.Drops, Unparsed: r.Unparsed,
+	}
+	m.Dialed, m.DialPorts = []string{}, append([]uint16{}, s.broker.dialPorts...)
+	for _, c := range s.broker.dialed {
+		m.Dialed = append(m.Dialed, c.String())
 	}
 	for _, l := range s.broker.listeners {
 		m.Listeners = append(m.Listeners, l.String())

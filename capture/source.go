@@ -80,7 +80,7 @@ func (s *Source) Start(env *source.Env) error {
 		}
 	}
 	c, err := Start(context.Background(), Options{
-		Ifaces: ifaces, Ports: b.ports, NetNS: b.netns,
+		Ifaces: ifaces, Ports: b.ports, DialPorts: b.dialPorts, NetNS: b.netns,
 		SnapLen: s.opts.SnapLen, PcapPath: s.opts.PcapPath, MSS: s.opts.MSS,
 	})
 	if err != nil {
@@ -154,6 +154,9 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	}
 	m := s.meta()
 	res := source.Result{Meta: m, Warnings: append(drainWarn, r.warnings()...), Summary: r.summary(tl)}
+	if s.broker.dialWarn != "" {
+		res.Warnings = append(res.Warnings, s.broker.dialWarn)
+	}
 
 	if err := r.WriteCSV(s.env.Out, recfile.PacketsFile); err != nil {
 		return res, err

@@ -1,6 +1,9 @@
 package monotime
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // Now must lie between two system-call reads of the clock taken around it,
 // to the nanosecond: an anchored clock that is late by the anchor's own
@@ -21,4 +24,19 @@ func TestNowMatchesClockGettime(t *testing.T) {
 	if bad > 0 {
 		t.Fatalf("%d of 200000 samples outside the bracket", bad)
 	}
+}
+
+// RealtimeOffset must agree with a plain reading of both clocks to within
+// the time the plain reading takes, and its uncertainty must be small on
+// any host that runs the tests.
+func TestRealtimeOffset(t *testing.T) {
+	off, unc := RealtimeOffset(50)
+	plain := time.Now().UnixNano() - Now()
+	if d := plain - off; d < -100_000 || d > 100_000 {
+		t.Fatalf("offset %d, plain reading %d: %d ns apart", off, plain, d)
+	}
+	if unc < 0 || unc > 10_000 {
+		t.Fatalf("uncertainty %d ns", unc)
+	}
+	t.Logf("realtime − monotonic = %d ns ± %d ns", off, unc)
 }

@@ -1,5 +1,7 @@
 package recfile
 
+import "math"
+
 // Meta is meta.json: everything needed to interpret and trust a recording.
 type Meta struct {
 	Tool    string `json:"tool"`
@@ -17,6 +19,9 @@ type Meta struct {
 	EndWall   string `json:"end_wall"`
 	// Why the recording ended: "duration", "signal", "target-exited", "error".
 	EndReason string `json:"end_reason"`
+	// Clock maps the packet capture's timestamps (CLOCK_REALTIME) to the
+	// recording's CLOCK_MONOTONIC; nil in recordings made before it existed.
+	Clock *Clock `json:"clock,omitempty"`
 
 	// Window is the length of the windows of the time series, in ns.
 	WindowNs int64 `json:"window_ns"`
@@ -44,6 +49,51 @@ type Meta struct {
 	// probe and source ran and no file was written (only the summary
 	// holds this, e.g. record --json).
 	Discard bool `json:"discard,omitempty"`
+}
+
+// Clock is CLOCK_REALTIME − CLOCK_MONOTONIC of the host, measured when
+// the recording started and when it ended. The kernel stamps captured
+// packets with the realtime clock; subtracting this mapping puts them on
+// the monotonic clock of every other time in the recording. Frequency
+// corrections (NTP's slewing) move both clocks alike, so the two readings
+// differ only when the wall clock was stepped during the recording.
+type Clock struct {
+	StartNs int64 `json:"realtime_minus_monotonic_ns_start"`
+	EndNs   int64 `json:"realtime_minus_monotonic_ns_end"`
+	// UncertaintyNs bounds the error of either reading: half the tightest
+	// monotonic/realtime/monotonic bracket of its reads.
+	UncertaintyNs int64 `json:"uncertainty_ns"`
+}
+
+// ClockStepNs is the change of Clock between start and end beyond which the
+// wall clock is taken to have been stepped during the recording.
+const ClockStepNs = 5_000
+
+// Stepped reports whether the wall clock was stepped during the recording:
+// its two readings differ by more than ClockStepNs plus their uncertainty.
+func (c *Clock) Stepped() bool {
+	d := c.EndNs - c.StartNs
+	return max(d, -d) > ClockStepNs+2*c.UncertaintyNs
+}
+
+// RealtimeToMonotonic maps a realtime timestamp (a captured packet's) to
+// the recording's monotonic clock. A stepped clock is interpolated between
+// the readings, over the recording's monotonic span [startNs, endNs]; the
+// times near the unknown moment of the step are off by up to the step.
+func (c *Clock) RealtimeToMonotonic(realNs, startNs, endNs int64) int64 {
+	step, span := c.EndNs-c.StartNs, endNs-startNs
+	if step == 0 || span <= 0 {
+		return realNs - c.StartNs
+	}
+	// mono − start = (real − R(mono) − start), R linear in mono over the span.
+	x := float64(realNs-c.StartNs-startNs) / (1 + float64(step)/float64(span))
+	switch {
+	case x <= 0:
+		return realNs - c.StartNs
+	case x >= float64(span):
+		return realNs - c.EndNs
+	}
+	return startNs + int64(math.Round(x))
 }
 
 // Host describes the machine.

@@ -144,6 +144,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
 	r.meta.StartNs = monotime.Now()
 	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
+	r.meta.Clock = &recfile.Clock{}
+	r.meta.Clock.StartNs, r.meta.Clock.UncertaintyNs = monotime.RealtimeOffset(clockReads)
 	if err := r.startSources(); err != nil {
 		r.mw.Close()
 		return nil, err
@@ -469,6 +471,7 @@ func (r *recorder) wait(ctx context.Context, readDone <-chan error) error {
 func (r *recorder) finish(readErr error) (*Result, error) {
 	r.meta.EndNs = monotime.Now()
 	r.meta.EndWall = time.Now().UTC().Format(time.RFC3339Nano)
+	r.readClockEnd()
 	for _, s := range r.running {
 		s.Sample(r.meta.EndNs)
 		if err := s.Drain(); err != nil {
@@ -538,6 +541,26 @@ func (r *recorder) finishSources() []string {
 		r.warn("%d message counts of the sources' windows were asked between times no source had marked: they may be off by the messages around those times", n)
 	}
 	return summaries
+}
+
+// clockReads is how many bracketed reads each measurement of realtime −
+// monotonic keeps the tightest of: a few microseconds in all.
+const clockReads = 64
+
+// readClockEnd measures realtime − monotonic again at the end, and warns
+// when it moved: the wall clock was stepped, so the packet timestamps of
+// the pcap file are off by up to the step around its unknown moment.
+func (r *recorder) readClockEnd() {
+	c := r.meta.Clock
+	if c == nil {
+		return
+	}
+	var unc int64
+	c.EndNs, unc = monotime.RealtimeOffset(clockReads)
+	c.UncertaintyNs = max(c.UncertaintyNs, unc)
+	if c.Stepped() {
+		r.warn("the wall clock was stepped by %d ns during the recording (meta.json clock): packet timestamps (--pcap) near the step are off by up to that much", c.EndNs-c.StartNs)
+	}
 }
 
 func (r *recorder) warn(format string, args ...any) {

@@ -43,9 +43,10 @@ var layer = map[string]int{
 
 	"record": 7, // orchestration
 
-	"load":     7, // the load generator: brokers' clients, e2e.csv
-	"analysis": 7, // reads recordings through recfile only
-	"platform": 7, // Ginpex experiments: platform constants
+	"load":      7, // the load generator: brokers' clients, e2e.csv
+	"analysis":  7, // reads recordings through recfile only
+	"clocksync": 7, // two hosts' clocks from the segments both captured (recfile, pcapgo)
+	"platform":  7, // Ginpex experiments: platform constants
 
 	// the broker model: simulation, exact solution, exporters (read
 	// calibration.json through recfile)
