@@ -128,7 +128,7 @@ func (j *joiner) follow(i int, r *row) {
 	}
 	j.sum.Deliveries++
 	path := []hop{{i, r}}
-	for len(path) <= len(j.nodes) {
+	for len(path) <= maxHops {
 		at := path[len(path)-1]
 		c, p, known := j.peer(at.node, portPair{at.row.InLPort, at.row.InRPort})
 		switch {
@@ -152,8 +152,12 @@ func (j *joiner) follow(i int, r *row) {
 		}
 		path = append(path, hop{p, prev})
 	}
-	j.sum.Broken++ // a loop: more hops than nodes
+	j.sum.Broken++ // a loop
 }
+
+// maxHops bounds a path: a message may come back to a node it crossed
+// (a queue's leader on another node), but not endlessly.
+const maxHops = 32
 
 // hopRows turns the full paths into hops.csv's rows, numbering each
 // message's deliveries in the order they left the cluster.
