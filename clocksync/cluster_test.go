@@ -2,7 +2,6 @@ package clocksync
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -13,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gopacket/gopacket"
-	"github.com/gopacket/gopacket/pcapgo"
 	"github.com/nats-io/nats.go"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
@@ -32,7 +29,7 @@ func TestMain(m *testing.M) {
 // real binary while messages cross the route both ways, then estimates
 // node 2's clock relative to node 1's: as recorded (one host, so the truth
 // is 0), and after shifting node 2's recording by a known offset and drift
-// (shiftRecording). Each must come back within 5 µs and 1 ppm.
+// (testutil.ShiftRecording). Each must come back within 5 µs and 1 ppm.
 func TestClusterClocks(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs and creates network namespaces")
 	bin := testutil.Binary(t)
@@ -78,7 +75,7 @@ func TestClusterClocks(t *testing.T) {
 		{"shifted -2.5 s -20 ppm", -2_500_000_000, -20},
 	} {
 		shifted := filepath.Join(tmp, fmt.Sprintf("shift%d", c.offset))
-		shiftRecording(t, dirs[1], shifted, c.offset, c.ppm*1e-6)
+		testutil.ShiftRecording(t, dirs[1], shifted, c.offset, c.ppm*1e-6, "")
 		e, err := EstimateDirs(dirs[0], shifted)
 		if err != nil {
 			t.Fatal(err)
@@ -158,101 +155,6 @@ func checkDialed(t *testing.T, dir string) {
 	}
 	if d := m.Sources["capture"].Meta.Dialed; len(d) == 0 || !strings.HasSuffix(d[0], ":6222") {
 		t.Fatalf("node 1's dialed connections captured: %q, want its route to node 2's port 6222", d)
-	}
-}
-
-// shiftRecording copies the recording in src to dst as if its host's
-// CLOCK_MONOTONIC had run differently: M' = M + offset + drift·(M − t0),
-// t0 its start (meta.json start_monotonic_ns). That host's realtime clock
-// is its monotonic clock plus the measured mapping (meta.json clock), which
-// stays as measured: a clock that runs fast runs fast for both. So every
-// packet timestamp, realtime ts = M + R, becomes ts + offset + drift·(ts −
-// R − t0), and start and end shift like any monotonic time; the mapping R
-// is unchanged. Only what clocksync reads is copied: meta.json, naming the
-// shifted pcapng file, and that file.
-func shiftRecording(t *testing.T, src, dst string, offset int64, drift float64) {
-	t.Helper()
-	if err := os.MkdirAll(dst, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Load(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	shift := func(mono int64) int64 { return mono + offset + int64(math.Round(drift*float64(mono-r.StartNs))) }
-	pcap := filepath.Join(dst, "shifted.pcapng")
-	shiftPcap(t, r.Pcap, pcap, func(ts int64) int64 { return shift(ts-r.Clock.StartNs) + r.Clock.StartNs })
-
-	b, err := os.ReadFile(filepath.Join(src, recfile.MetaFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	dec := json.NewDecoder(strings.NewReader(string(b)))
-	dec.UseNumber()
-	if err := dec.Decode(&m); err != nil {
-		t.Fatal(err)
-	}
-	m["start_monotonic_ns"] = shift(r.StartNs)
-	m["end_monotonic_ns"] = shift(r.EndNs)
-	m["sources"].(map[string]any)["capture"].(map[string]any)["meta"].(map[string]any)["pcap"] = pcap
-	out, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dst, recfile.MetaFile), out, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// shiftPcap copies a pcapng file with every timestamp (ns) mapped by f.
-func shiftPcap(t *testing.T, src, dst string, f func(int64) int64) {
-	t.Helper()
-	in, err := os.Open(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer in.Close()
-	rd, err := pcapgo.NewNgReader(in, pcapgo.DefaultNgReaderOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	type pkt struct {
-		data []byte
-		ci   gopacket.CaptureInfo
-	}
-	var pkts []pkt
-	for {
-		data, ci, err := rd.ReadPacketData()
-		if err != nil {
-			break
-		}
-		ci.Timestamp = time.Unix(0, f(ci.Timestamp.UnixNano()))
-		pkts = append(pkts, pkt{data, ci})
-	}
-	out, err := os.Create(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out.Close()
-	first, _ := rd.Interface(0)
-	w, err := pcapgo.NewNgWriterInterface(out, first, pcapgo.DefaultNgWriterOptions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 1; i < rd.NInterfaces(); i++ {
-		intf, _ := rd.Interface(i)
-		if _, err := w.AddInterface(intf); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, p := range pkts {
-		if err := w.WritePacket(p.ci, p.data); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
 	}
 }
 

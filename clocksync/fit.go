@@ -22,9 +22,9 @@ const minPerDir = 5
 // match pairs the segments seen once by each host and orients each
 // connection: for a segment from A, tB − tA = θ + delay; from B, θ − delay.
 // So of a connection's two directions the one with the larger clock
-// differences runs A → B, whatever θ is; no address needs to be known as
-// A's or B's (NAT aside, which would change the segments). It returns the
-// observations and how many connections gave them.
+// differences runs A → B, whatever θ is (upward); no address needs to be
+// known as A's or B's (NAT aside, which would change the segments). It
+// returns the observations and how many connections gave them.
 func match(a, b map[key]sighting) ([]obs, int) {
 	type dirs struct{ up, down []obs } // up: lo → hi
 	byConn := map[conn]*dirs{}
@@ -53,7 +53,7 @@ func match(a, b map[key]sighting) ([]obs, int) {
 			continue
 		}
 		conns++
-		upFwd := median(ds.up) > median(ds.down)
+		upFwd := upward(ds.up, ds.down)
 		for _, o := range ds.up {
 			o.fwd = upFwd
 			out = append(out, o)
@@ -65,6 +65,48 @@ func match(a, b map[key]sighting) ([]obs, int) {
 	}
 	slices.SortFunc(out, func(x, y obs) int { return cmp.Compare(x.t, y.t) })
 	return out, conns
+}
+
+// voteNs is the window in which upward compares the two directions: short
+// enough that a drift cannot move θ by as much as a delay within it
+// (100 ppm over 20 ms: 2 µs), where over a whole recording it moves θ by
+// far more (37 ppm over 13 s: 480 µs), so that medians taken over all of
+// it can put the wrong direction first when one direction's segments
+// bunch at one end.
+const voteNs = 20_000_000
+
+// upward reports whether a connection's up direction runs A → B: in each
+// window of A's time with segments both ways, the direction whose clock
+// differences have the larger median is A → B; the most windows decide.
+func upward(up, down []obs) bool {
+	type pair struct{ up, down []obs }
+	wins := map[int64]*pair{}
+	at := func(o obs) *pair {
+		w := wins[o.t/voteNs]
+		if w == nil {
+			w = &pair{}
+			wins[o.t/voteNs] = w
+		}
+		return w
+	}
+	for _, o := range up {
+		at(o).up = append(at(o).up, o)
+	}
+	for _, o := range down {
+		at(o).down = append(at(o).down, o)
+	}
+	votes := 0
+	for _, w := range wins {
+		if len(w.up) == 0 || len(w.down) == 0 {
+			continue
+		}
+		if median(w.up) > median(w.down) {
+			votes++
+		} else {
+			votes--
+		}
+	}
+	return votes > 0
 }
 
 func median(xs []obs) int64 {
@@ -117,6 +159,11 @@ func fit(xs []obs) (Estimate, error) {
 	}
 	e.OffsetNs, e.DriftPPM, e.DriftStdErrPPM, e.Bins = theta, k*1e6, kErr*1e6, len(used)
 	e.UncertaintyNs = bound(xs, e.RefNs, k, theta)
+	if e.UncertaintyNs < 0 {
+		// Some segment arrived before another was sent even at the
+		// fitted drift: the segments were matched or oriented wrongly.
+		return e, fmt.Errorf("clocksync: the segments seen at both ends contradict any offset at the fitted drift of %.3f ppm (by %.0f ns): not one clock relation", e.DriftPPM, -e.UncertaintyNs)
+	}
 	rtts := make([]float64, len(used))
 	for i, b := range used {
 		rtts[i] = b.rtt

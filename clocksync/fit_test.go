@@ -44,3 +44,33 @@ func TestFitSynthetic(t *testing.T) {
 		t.Fatalf("ToA(ToB(7 s)) = %d", back)
 	}
 }
+
+// TestUpwardUnderDrift: a 40 ppm drift moves θ by 400 µs over 10 s; with
+// A's segments bunched early and B's late, B's clock differences are the
+// larger over the whole span, though in every window A's are larger by
+// the round trip. The direction must come from the windows.
+func TestUpwardUnderDrift(t *testing.T) {
+	const delay = 20_000 // ns each way
+	theta := func(ts int64) int64 { return ts * 40 / 1_000_000 }
+	var up, down []obs
+	for ts := int64(0); ts < 10e9; ts += 1e6 {
+		nUp, nDown := 1, 1
+		if ts < 5e9 {
+			nUp = 9 // A → B mostly early
+		} else {
+			nDown = 9
+		}
+		for range nUp {
+			up = append(up, obs{t: ts, d: theta(ts) + delay})
+		}
+		for range nDown {
+			down = append(down, obs{t: ts, d: theta(ts) - delay})
+		}
+	}
+	if median(down) <= median(up) {
+		t.Fatalf("the setup does not fool a median over the whole span: %d ≤ %d", median(down), median(up))
+	}
+	if !upward(up, down) || upward(down, up) {
+		t.Error("the direction with the larger differences in each window is not taken as A → B")
+	}
+}

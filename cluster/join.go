@@ -39,7 +39,8 @@ type joiner struct {
 // Join reads the recordings in dirs (one per node), follows every copy a
 // node delivered to a client back through the routes it came by, and
 // writes hops.csv into out. Recordings taken on one host share
-// CLOCK_MONOTONIC; across hosts their clocks must first be brought to one.
+// CLOCK_MONOTONIC; those of other hosts are first brought to the first
+// recording's clock (alignClocks).
 func Join(dirs []string, out *outdir.Dir) (*recfile.ClusterSummary, error) {
 	j := &joiner{owner: map[connKey]int{}}
 	seen := map[string]string{}
@@ -59,6 +60,9 @@ func Join(dirs []string, out *outdir.Dir) (*recfile.ClusterSummary, error) {
 		for _, c := range n.conns {
 			j.owner[connKey{c.local, c.remote}] = i
 		}
+	}
+	if err := j.alignClocks(); err != nil {
+		return nil, err
 	}
 	j.index()
 	for i, n := range j.nodes {

@@ -30,6 +30,7 @@ func inputErrorf(format string, a ...any) error { return inputError{fmt.Errorf(f
 // node is one recording of the join.
 type node struct {
 	name, dir, host string
+	bootID          string
 	rows            []row
 	// conns maps a connection's two ports, as messages.csv names it, to
 	// its addresses.
@@ -89,7 +90,7 @@ func readNode(dir string) (*node, error) {
 	if !ok || p.Status != "ok" {
 		return nil, inputErrorf("%s: the recording has no list of connections (made without the peers source, or it failed: %s); record with --peers", dir, p.Error)
 	}
-	n := &node{name: p.Meta.Name, dir: dir, host: meta.Host.Hostname, conns: map[portPair]conn{}}
+	n := &node{name: p.Meta.Name, dir: dir, host: meta.Host.Hostname, bootID: meta.Host.BootID, conns: map[portPair]conn{}}
 	if err := n.readConns(); err != nil {
 		return nil, err
 	}

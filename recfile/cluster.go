@@ -114,6 +114,9 @@ type ClusterSummary struct {
 	// ToUnrecorded are copies a node wrote to a connection it opened
 	// itself whose far end is not in any recording given.
 	ToUnrecorded int64 `json:"to_unrecorded"`
+	// Clocks: which recordings share a clock, and how the others were
+	// brought to the first one's.
+	Clocks []ClusterClock `json:"clocks"`
 	// Rows of hops.csv.
 	Rows  int64         `json:"rows"`
 	Paths []ClusterPath `json:"paths"`
@@ -126,6 +129,27 @@ type ClusterNode struct {
 	Host        string `json:"host"`
 	Rows        int64  `json:"rows"`        // of its messages.csv
 	Connections int    `json:"connections"` // of its connections.csv
+}
+
+// ClusterClock is one clock among the recordings joined: those of one
+// boot of one host. Every time in hops.csv is on the reference clock, the
+// first recording's; another host's were mapped as tRef = t − θ(tRef),
+// θ(t) = OffsetNs + DriftPPM·1e-6·(t − the middle of the segments' span),
+// estimated from the TCP segments both ends of a route captured
+// (package clocksync).
+type ClusterClock struct {
+	Host      string   `json:"host"`
+	BootID    string   `json:"boot_id"`
+	Nodes     []string `json:"nodes"`
+	Reference bool     `json:"reference"`
+	// Via names the two nodes whose captures gave the estimate.
+	Via             string   `json:"via,omitempty"`
+	OffsetNs        float64  `json:"offset_ns"`
+	DriftPPM        float64  `json:"drift_ppm"`
+	UncertaintyNs   float64  `json:"uncertainty_ns"`
+	SegmentsForward int      `json:"segments_forward"`
+	SegmentsReverse int      `json:"segments_reverse"`
+	Warnings        []string `json:"warnings,omitempty"`
 }
 
 // ClusterPath is every full path through the same nodes in the same order.

@@ -102,6 +102,9 @@ type Host struct {
 	Kernel   string `json:"kernel"`
 	Arch     string `json:"arch"`
 	CPUs     int    `json:"cpus"`
+	// BootID is the kernel's boot id: recordings with the same one share
+	// CLOCK_MONOTONIC, whatever their hostname (a container's may differ).
+	BootID string `json:"boot_id,omitempty"`
 }
 
 // Target describes the traced process.

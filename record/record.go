@@ -594,6 +594,9 @@ func warnings(s sockio.Stats, c correlate.Counts) []string {
 func hostInfo() recfile.Host {
 	h := recfile.Host{Arch: runtime.GOARCH, CPUs: runtime.NumCPU()}
 	h.Hostname, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/sys/kernel/random/boot_id"); err == nil {
+		h.BootID = strings.TrimSpace(string(b))
+	}
 	var u unix.Utsname
 	if unix.Uname(&u) == nil {
 		h.Kernel = unix.ByteSliceToString(u.Release[:])

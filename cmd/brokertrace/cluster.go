@@ -35,8 +35,10 @@ is a hop, followed there by the message id and the connection's addresses
 (each recording's connections.csv); one written to any other connection a
 client accepted from is a delivery. Recordings must name distinct nodes
 (record --node NAME where the broker's command line has no server name).
-Times are each recording's CLOCK_MONOTONIC: recordings made on one host
-share it.
+Times are the first recording's CLOCK_MONOTONIC: recordings made on one
+host share it; those of other hosts are brought to it by the clock offset
+and drift estimated from the TCP segments of a route that both ends
+captured (record every node with --pcap FILE).
 
 It writes hops.csv (hops.parquet with --format parquet) and cluster.json into --out and prints the summary, or
 cluster.json with --json. docs/formats.md describes both.
@@ -51,7 +53,10 @@ without its connections, two recordings of one node).`,
   wait; brokertrace cluster rec/n1 rec/n2 rec/n3 --out rec/cluster
 
   # The same, machine-readable
-  brokertrace cluster rec/n1 rec/n2 rec/n3 --out rec/cluster --json`,
+  brokertrace cluster rec/n1 rec/n2 rec/n3 --out rec/cluster --json
+
+  # Nodes on three hosts, each recorded there with --pcap, files gathered here
+  brokertrace cluster hostA/n1 hostB/n2 hostC/n3 --out cluster-abc`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 {
 				return withCode(exitUsage, errors.New("give the recordings of the cluster's nodes (brokertrace record --out DIR, one per node)"))
