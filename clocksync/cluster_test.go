@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/brokertrace/brokertrace/internal/clockshift"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) {
 // real binary while messages cross the route both ways, then estimates
 // node 2's clock relative to node 1's: as recorded (one host, so the truth
 // is 0), and after shifting node 2's recording by a known offset and drift
-// (testutil.ShiftRecording). Each must come back within 5 µs and 1 ppm.
+// (clockshift.Recording). Each must come back within 5 µs and 1 ppm.
 func TestClusterClocks(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs and creates network namespaces")
 	bin := testutil.Binary(t)
@@ -75,7 +76,7 @@ func TestClusterClocks(t *testing.T) {
 		{"shifted -2.5 s -20 ppm", -2_500_000_000, -20},
 	} {
 		shifted := filepath.Join(tmp, fmt.Sprintf("shift%d", c.offset))
-		testutil.ShiftRecording(t, dirs[1], shifted, c.offset, c.ppm*1e-6, "")
+		clockshift.Recording(t, dirs[1], shifted, c.offset, c.ppm*1e-6, "")
 		e, err := EstimateDirs(dirs[0], shifted)
 		if err != nil {
 			t.Fatal(err)

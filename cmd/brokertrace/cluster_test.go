@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/clockshift"
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -107,7 +108,7 @@ func checkShiftedJoin(t *testing.T, dir string, dirs []string, want []recfile.Ho
 	moved := []string{dirs[0]}
 	for k, s := range shifts {
 		d := filepath.Join(dir, fmt.Sprintf("host%d", k+2), filepath.Base(dirs[k+1]))
-		testutil.ShiftRecording(t, dirs[k+1], d, s.offset, s.ppm*1e-6, fmt.Sprintf("test-host-%d", k+2))
+		clockshift.Recording(t, dirs[k+1], d, s.offset, s.ppm*1e-6, fmt.Sprintf("test-host-%d", k+2))
 		moved = append(moved, d)
 	}
 	cs := joinCluster(t, filepath.Join(dir, "shifted-join"), moved...)

@@ -1,4 +1,7 @@
-package testutil
+// Package clockshift moves a recording to a host whose clock runs
+// differently, for tests of what relates clocks: a known offset and drift
+// that the code must recover.
+package clockshift
 
 import (
 	"bytes"
@@ -12,10 +15,11 @@ import (
 	"github.com/gopacket/gopacket"
 	"github.com/gopacket/gopacket/pcapgo"
 
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
-// ShiftRecording copies the recording in src to dst as if its host's
+// Recording copies the recording in src to dst as if its host's
 // CLOCK_MONOTONIC had run differently: M' = M + offset + drift·(M − t0),
 // t0 its start (meta.json start_monotonic_ns). That host's realtime clock
 // is its monotonic clock plus the measured mapping (meta.json clock), which
@@ -26,7 +30,7 @@ import (
 // meta.json (naming the shifted pcapng file, and giving the host the boot
 // id bootID unless it is ""), that file, connections and the message rows'
 // columns that a join reads, their times shifted, as CSV.
-func ShiftRecording(t testing.TB, src, dst string, offset int64, drift float64, bootID string) {
+func Recording(t testing.TB, src, dst string, offset int64, drift float64, bootID string) {
 	t.Helper()
 	if err := os.MkdirAll(dst, 0o755); err != nil {
 		t.Fatal(err)
@@ -100,7 +104,11 @@ func shiftMessages(t testing.TB, src, dst string, shift func(int64) int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := OutDir(t, dst)
+	d, err := outdir.Open(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
 	if err := recfile.WriteTable(d, recfile.MessagesFile, rows); err != nil {
 		t.Fatal(err)
 	}
