@@ -41,7 +41,11 @@ type joiner struct {
 // writes hops.csv into out. Recordings taken on one host share
 // CLOCK_MONOTONIC; those of other hosts are first brought to the first
 // recording's clock (alignClocks).
-func Join(dirs []string, out *outdir.Dir) (*recfile.ClusterSummary, error) {
+func Join(args []string, out *outdir.Dir) (*recfile.ClusterSummary, error) {
+	dirs, err := recordings(args)
+	if err != nil {
+		return nil, err
+	}
 	j := &joiner{owner: map[connKey]int{}}
 	seen := map[string]string{}
 	for _, d := range dirs {

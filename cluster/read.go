@@ -73,6 +73,27 @@ type plainRow struct {
 	Copy     uint32 `csv:"copy"`
 }
 
+// recordings expands the arguments: a recording directory stands for
+// itself; a directory without meta.json for the recordings directly in it
+// (what bare brokertrace --all writes: one COMM-PID directory per broker).
+func recordings(args []string) ([]string, error) {
+	var dirs []string
+	for _, a := range args {
+		if _, err := os.Stat(filepath.Join(a, recfile.MetaFile)); err == nil {
+			dirs = append(dirs, a)
+			continue
+		}
+		subs, _ := filepath.Glob(filepath.Join(a, "*", recfile.MetaFile))
+		if len(subs) == 0 {
+			return nil, inputErrorf("%s: not a recording (no %s) nor a directory of recordings", a, recfile.MetaFile)
+		}
+		for _, m := range subs {
+			dirs = append(dirs, filepath.Dir(m))
+		}
+	}
+	return dirs, nil
+}
+
 // readNode reads a recording: its node's name, connections and rows.
 func readNode(dir string) (*node, error) {
 	var meta struct {

@@ -19,10 +19,11 @@ func newClusterCmd() *cobra.Command {
 		asJSON      bool
 	)
 	cmd := &cobra.Command{
-		Use:   "cluster RECORDING...",
+		Use:   "cluster RECORDING|DIR...",
 		Short: "Join the recordings of a cluster's nodes into each message's path: hops.csv",
 		Long: `cluster joins recordings of the nodes of one broker cluster, made at the same
-time (one brokertrace record per node, or bare brokertrace --all), into each
+time (one brokertrace record per node, or bare brokertrace --all, whose
+--out directory may be given for the recordings in it), into each
 delivered message's path: the node a client published it to, every route it
 crossed, the node that delivered it. For every delivery it writes one row per
 hop to hops.csv: the node, its t_in and t_out (the time in that broker), its
@@ -51,6 +52,10 @@ without its connections, two recordings of one node).`,
   sudo brokertrace record --pid $(pgrep -f 'nats-server.*-n n3') --out rec/n3 --duration 30s &
   brokertrace load --url nats://n1:4222 --sub-url nats://n2:4222 --sub-url nats://n3:4222 --rate 20000 --duration 20s --out rec/load
   wait; brokertrace cluster rec/n1 rec/n2 rec/n3 --out rec/cluster
+
+  # Every broker of this host recorded at once, then joined
+  sudo brokertrace --all --name nats --duration 30s --out rec/all
+  brokertrace cluster rec/all --out rec/cluster
 
   # The same, machine-readable
   brokertrace cluster rec/n1 rec/n2 rec/n3 --out rec/cluster --json

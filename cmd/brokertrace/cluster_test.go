@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"cmp"
 	"encoding/json"
 	"fmt"
@@ -176,7 +177,13 @@ func byDelivery(rows []recfile.HopRow) []recfile.HopRow {
 // and subscribing on subs; its files go to dir/load.
 func clusterLoad(t *testing.T, dir, url string, subs ...string) recfile.LoadSummary {
 	t.Helper()
-	args := []string{"load", "--url", url, "--rate", "20000", "--duration", "5s", "--size", "256", "--json", "--out", filepath.Join(dir, "load")}
+	return clusterLoadFor(t, dir, 5*time.Second, url, subs...)
+}
+
+// clusterLoadFor is clusterLoad for d.
+func clusterLoadFor(t *testing.T, dir string, d time.Duration, url string, subs ...string) recfile.LoadSummary {
+	t.Helper()
+	args := []string{"load", "--url", url, "--rate", "20000", "--duration", d.String(), "--size", "256", "--json", "--out", filepath.Join(dir, "load")}
 	for _, s := range subs {
 		args = append(args, "--sub-url", s)
 	}
@@ -185,7 +192,7 @@ func clusterLoad(t *testing.T, dir, url string, subs ...string) recfile.LoadSumm
 	if err == nil {
 		err = json.Unmarshal(out, &sum)
 	}
-	if err != nil || sum.Sent < 90000 || slices.ContainsFunc(sum.Subscribers, func(s recfile.SubscriberSummary) bool { return s.Received != sum.Sent }) {
+	if err != nil || sum.Sent < int(18000*d.Seconds()) || slices.ContainsFunc(sum.Subscribers, func(s recfile.SubscriberSummary) bool { return s.Received != sum.Sent }) {
 		t.Fatalf("load: %v %s; sent %d, subscribers %+v", err, stderrOf(err), sum.Sent, sum.Subscribers)
 	}
 	return sum
@@ -292,4 +299,61 @@ func sameHop(a, b recfile.HopRow) bool {
 	okA, okB := eq(a.NetNs, b.NetNs) && eq(a.Ctxsw, b.Ctxsw) && eq(a.OnCPU, b.OnCPU), true
 	a.NetNs, a.Ctxsw, a.OnCPU, b.NetNs, b.Ctxsw, b.OnCPU = nil, nil, nil, nil, nil, nil
 	return okA && okB && a == b
+}
+
+// TestClusterAll: bare brokertrace --all records both nodes of a cluster
+// at once, each into a directory of its own named by the broker's pid,
+// and brokertrace cluster joins the --out directory as a whole.
+func TestClusterAll(t *testing.T) {
+	testutil.RequireRoot(t, "loads eBPF programs, creates network namespaces")
+	c := testbroker.StartNATSCluster(t, 2)
+	base := filepath.Join(t.TempDir(), "all")
+	bare := exec.Command(binary, "--all", "--name", "nats", "--out", base)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.Stdout, bare.Stderr = w, w
+	if err := bare.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	t.Cleanup(func() { bare.Process.Kill() })
+	var log strings.Builder
+	attached := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(r)
+		n := 0
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if strings.Contains(sc.Text(), "brokertrace: attached") {
+				if n++; n == 2 {
+					close(attached)
+				}
+			}
+		}
+	}()
+	select {
+	case <-attached:
+	case <-time.After(60 * time.Second):
+		t.Fatal("brokertrace --all did not attach to both nodes")
+	}
+	sum := clusterLoadFor(t, filepath.Dir(base), 2*time.Second, c.Nodes[0].URL(), c.Nodes[1].URL())
+	bare.Process.Signal(os.Interrupt)
+	if err := bare.Wait(); err != nil {
+		t.Fatalf("brokertrace --all: %v\n%s", err, log.String())
+	}
+	dirs, _ := filepath.Glob(filepath.Join(base, "nats-server-*"))
+	want := []string{fmt.Sprintf("nats-server-%d", c.Nodes[0].PID()), fmt.Sprintf("nats-server-%d", c.Nodes[1].PID())}
+	for i := range dirs {
+		dirs[i] = filepath.Base(dirs[i])
+	}
+	if slices.Sort(dirs); !slices.Equal(dirs, slices.Sorted(slices.Values(want))) {
+		t.Fatalf("--all wrote %v, want %v", dirs, want)
+	}
+	cs := joinCluster(t, filepath.Join(t.TempDir(), "join"), base)
+	n := int64(sum.Sent)
+	if cs.Deliveries != n || cs.FullPaths != n || len(cs.Paths) != 1 || !slices.Equal(cs.Paths[0].Nodes, []string{"node1", "node2"}) {
+		t.Errorf("want %d deliveries, all node1 → node2: %+v", n, cs)
+	}
 }
