@@ -9,7 +9,7 @@ APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux pyth
 	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox chromium \
 	qemu-user-static prometheus qemu-system-x86 qemu-system-arm cpio podman runc
 
-.PHONY: all build deps generate check-generated cross kernels test bench soak demo clean mutate
+.PHONY: all build deps generate check-generated cross kernels test bench soak demo cluster-demo clean mutate
 
 all: build
 
@@ -90,6 +90,11 @@ mutate: deps
 
 demo: deps build
 	scripts/demo.sh
+
+# A 3-node NATS cluster in network namespaces, each node recorded, the
+# recordings joined into each message's path (brokertrace cluster).
+cluster-demo: deps build
+	scripts/cluster-demo.sh
 
 clean:
 	rm -rf bin
