@@ -86,6 +86,16 @@ func TestClusterJoin(t *testing.T) {
 	if err1 != nil || err2 != nil || !slices.EqualFunc(csvRows, pqRows, sameHop) {
 		t.Errorf("hops.parquet differs from hops.csv (%v, %v)", err1, err2)
 	}
+	for _, d := range []string{"join", "pq"} {
+		page, err := os.ReadFile(filepath.Join(dir, d, "cluster.html"))
+		for k := 1; k <= 3; k++ {
+			for _, fig := range []string{"diagram", "cdf"} {
+				if id := fmt.Sprintf(`<figure id="fig-cluster-path%d-%s">`, k, fig); err != nil || !strings.Contains(string(page), id) {
+					t.Errorf("%s/cluster.html: %v, lacks %s", d, err, id)
+				}
+			}
+		}
+	}
 }
 
 // sameHop compares two rows by value, their optional columns too.
