@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"image/color"
 	"io"
+	"math"
+	"slices"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"gonum.org/v1/plot"
@@ -202,6 +204,16 @@ func (w *writer) clusterCDFFigure(p *recfile.ClusterPath, n int, s *clusterShape
 	if err != nil {
 		return nil, err
 	}
+	// The axis starts at half the lowest quantile above 1 ns (the
+	// histograms hold times ≤ 0 at 1 ns) from 0.25 % on: those, or a stray
+	// few ns, would otherwise stretch it over decades of nothing.
+	lo := hi
+	for _, q := range qs {
+		if i := slices.IndexFunc(q[1:], func(v int64) bool { return v > 1 }); i >= 0 {
+			lo = min(lo, float64(q[1+i]))
+		}
+	}
+	lo = max(math.Floor(lo/2), 1)
 	u := unitFor(hi)
 	xlabel := "latency (" + u.name + "), logarithmic"
 	f := newFigure(name, title)
@@ -210,11 +222,11 @@ func (w *writer) clusterCDFFigure(p *recfile.ClusterPath, n int, s *clusterShape
 	f.p.X.Tick.Marker = niceTicks{log: true}
 	f.p.Legend.Top, f.p.Legend.Left = false, false
 	var plots []string
-	var nonPos []string
+	var below []string
 	for k, c := range curves {
 		pts := make(plotter.XYs, len(qs[k]))
 		for i, v := range qs[k] {
-			pts[i] = plotter.XY{X: float64(max(v, 1)) / u.div, Y: clusterQuantiles[i]}
+			pts[i] = plotter.XY{X: max(float64(v), lo) / u.div, Y: clusterQuantiles[i]}
 		}
 		if err := addLine(f.p, pts, c.c, c.label, c.dashed); err != nil {
 			return nil, err
@@ -223,18 +235,20 @@ func (w *writer) clusterCDFFigure(p *recfile.ClusterPath, n int, s *clusterShape
 		if c.dashed {
 			dash = " dt 2"
 		}
-		plots = append(plots, fmt.Sprintf(`%s using (($%d > 1 ? $%d : 1)/%g):1 with lines%s lc rgb "%s" title %s`, gpString(name+".dat"), k+2, k+2, u.div, dash, hexColor(c.c), gpString(c.label)))
+		plots = append(plots, fmt.Sprintf(`%s using (($%d > %g ? $%d : %g)/%g):1 with lines%s lc rgb "%s" title %s`, gpString(name+".dat"), k+2, lo, k+2, lo, u.div, dash, hexColor(c.c), gpString(c.label)))
 		if c.d.nonPos > 0 {
-			nonPos = append(nonPos, fmt.Sprintf("%s %s (%s%%)", c.label, fmtCount(c.d.nonPos), fmtNum(clusterShare(c.d.nonPos, c.d.h.TotalCount()), 3)))
+			below = append(below, fmt.Sprintf("%s %s (%s%%)", c.label, fmtCount(c.d.nonPos), fmtNum(clusterShare(c.d.nonPos, c.d.h.TotalCount()), 3)))
 		}
 	}
 	f.gp = gnuplot{title: title, xlabel: xlabel, ylabel: "share of deliveries <= x", set: []string{"set logscale x", "set key bottom right"}, plots: plots}
 	f.noHeadroom = true
 	f.caption = fmt.Sprintf("The share of the path's %s deliveries whose time is at most x: in each broker (hop, solid; t_out − t_in), on each route (dashed; the hop's t_in − the previous hop's t_out) and in the cluster (grey; the first t_in to the last t_out). From hops.csv at %d quantile levels of histograms with 3 significant digits, the minimum and maximum exact; the .dat has every level.",
 		fmtCount(p.Deliveries), len(clusterQuantiles))
-	if len(nonPos) > 0 {
-		f.caption += " Times ≤ 0 (a read seen before the write that sent it returned), drawn at 1 ns: " + joinAnd(nonPos) + "."
+	f.caption += fmt.Sprintf(" Times below %s are drawn at the axis's left end", fmtDur(lo))
+	if len(below) > 0 {
+		f.caption += "; among them times ≤ 0 (a read seen before the write that sent it returned): " + joinAnd(below)
 	}
+	f.caption += "."
 	return f, nil
 }
 

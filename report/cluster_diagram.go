@@ -57,8 +57,8 @@ const (
 // The diagram's layout, in points: clients' and nodes' boxes, the arrows
 // to and from clients and the routes', which carry three lines of text.
 const (
-	dgClientW, dgNodeW, dgBoxH = 62.0, 132.0, 84.0
-	dgClientGap, dgRouteGap    = 46.0, 118.0
+	dgClientW, dgNodeW, dgBoxH = 62.0, 152.0, 84.0
+	dgClientGap, dgRouteGap    = 46.0, 112.0
 	dgMargin, dgHeight         = 12.0, 130.0
 	dgLine                     = 12.5
 )
