@@ -220,3 +220,31 @@ func TestBrowserPages(t *testing.T) {
 		t.Logf("%s: %d figures drawn, %d console messages", filepath.Base(path), len(page.Figures), len(page.Console))
 	}
 }
+
+// TestBrowserCluster opens cluster.html of a synthetic two-node join in
+// headless Chromium: no console complaint, and every path's diagram and
+// distributions drawn with their data.
+func TestBrowserCluster(t *testing.T) {
+	testutil.RequireTools(t, browser.Program)
+	dir := t.TempDir()
+	clusterSynth(t, dir, 2000)
+	if _, err := ClusterPage(testutil.OutDir(t, dir)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := browser.Start(t.Context(), browser.Options{Width: 1200, Height: 1500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	page, err := b.Load(t.Context(), filepath.Join(dir, ClusterPageFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"fig-cluster-path1-diagram", "fig-cluster-path1-cdf", "fig-cluster-path2-diagram", "fig-cluster-path2-cdf"}
+	for _, p := range browserProblems(page, want) {
+		t.Error(p)
+	}
+	for _, f := range page.Figures {
+		t.Logf("%s: %.0f×%.0f px, %d shapes, %d texts, data over %.0f%% × %.0f%%", f.ID, f.Width, f.Height, f.Marks, f.Texts, 100*f.InkW, 100*f.InkH)
+	}
+}

@@ -26,6 +26,10 @@ type htmlDoc struct {
 	Compare   *htmlSection
 	Runs      []*htmlSection
 	Files     string
+
+	// Command and Times replace the lead's "report" and its sentence on
+	// times, for a page another command writes.
+	Command, Times string
 }
 
 type htmlSection struct {
@@ -94,7 +98,7 @@ ul.missing li, ul.notes li { color: #555; }
 <body>
 <main>
 <h1>{{.Title}}</h1>
-<p class="lead">Generated {{.Generated}} by brokertrace report from {{range $i, $d := .Inputs}}{{if $i}}, {{end}}<code>{{$d}}</code>{{end}}. Times are CLOCK_MONOTONIC; message n counts from 0 in the order the messages were sent. Every figure is also in <code>plots/</code> as a gnuplot <code>.dat</code> with all the data and a <code>.gp</code> that draws it (<code>gnuplot NAME.gp</code> writes NAME.png), and in <code>figures/</code> as SVG and PNG.</p>
+<p class="lead">Generated {{.Generated}} by brokertrace {{or .Command "report"}} from {{range $i, $d := .Inputs}}{{if $i}}, {{end}}<code>{{$d}}</code>{{end}}. {{or .Times "Times are CLOCK_MONOTONIC; message n counts from 0 in the order the messages were sent."}} Every figure is also in <code>plots/</code> as a gnuplot <code>.dat</code> with all the data and a <code>.gp</code> that draws it (<code>gnuplot NAME.gp</code> writes NAME.png), and in <code>figures/</code> as SVG and PNG.</p>
 <nav><ul>
 {{if .Compare}}<li><a href="#{{.Compare.ID}}">{{.Compare.Title}}</a></li>{{end}}
 {{range .Runs}}<li><a href="#{{.ID}}">{{.Title}}</a></li>{{end}}

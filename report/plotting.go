@@ -34,6 +34,8 @@ type figure struct {
 	gp      gnuplot
 	// nominal figures (bar charts by name) need no room for the legend
 	noHeadroom bool
+	// noDat: a diagram, whose .gp draws it without a data file
+	noDat bool
 }
 
 func newFigure(name, title string) *figure {

@@ -11,6 +11,7 @@ import (
 	"github.com/brokertrace/brokertrace/cluster"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
+	"github.com/brokertrace/brokertrace/report"
 )
 
 func newClusterCmd() *cobra.Command {
@@ -42,7 +43,11 @@ and drift estimated from the TCP segments of a route that both ends
 captured (record every node with --pcap FILE).
 
 It writes hops.csv (hops.parquet with --format parquet) and cluster.json into --out and prints the summary, or
-cluster.json with --json. docs/formats.md describes both.
+cluster.json with --json. docs/formats.md describes both. It also writes
+cluster.html there: what was joined and what could not be, and per path a
+diagram of its nodes and routes with their median and p99 latencies and
+the distributions of each hop's, each route's and the whole path's times
+(plots/ and figures/ hold each figure as gnuplot files, SVG and PNG).
 
 Exit status: 0 joined; 1 failed; 2 bad input (not a recording, one made
 without its connections, two recordings of one node).`,
@@ -89,6 +94,9 @@ without its connections, two recordings of one node).`,
 					return withCode(exitFailure, err)
 				}
 			}
+			if _, err := report.ClusterPage(d); err != nil {
+				return withCode(exitFailure, err)
+			}
 			if asJSON {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
@@ -98,7 +106,7 @@ without its connections, two recordings of one node).`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&out, "out", "cluster", "directory for hops.csv and cluster.json (created if missing)")
+	f.StringVar(&out, "out", "cluster", "directory for hops.csv, cluster.json and cluster.html (created if missing)")
 	f.StringVar(&format, "format", recfile.FormatCSV, "format of hops: csv, or parquet (hops.parquet: typed columns, for DuckDB or Spark)")
 	f.BoolVar(&asJSON, "json", false, "print cluster.json on stdout instead of the tables")
 	return cmd

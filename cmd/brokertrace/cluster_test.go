@@ -79,6 +79,16 @@ func TestClusterJoin(t *testing.T) {
 	if err != nil || !slices.EqualFunc(hops, pqRows, sameHop) {
 		t.Errorf("hops.parquet differs from hops.csv (%v)", err)
 	}
+	for _, d := range []string{"join", "pq"} {
+		page, err := os.ReadFile(filepath.Join(dir, d, "cluster.html"))
+		for k := 1; k <= 2; k++ {
+			for _, fig := range []string{"diagram", "cdf"} {
+				if id := fmt.Sprintf(`<figure id="fig-cluster-path%d-%s">`, k, fig); err != nil || !strings.Contains(string(page), id) {
+					t.Errorf("%s/cluster.html: %v, lacks %s", d, err, id)
+				}
+			}
+		}
+	}
 	checkShiftedJoin(t, dir, dirs, hops)
 }
 
