@@ -37,7 +37,7 @@ func ClusterPage(out *outdir.Dir) ([]string, error) {
 	w := &writer{out: out}
 	doc := &htmlDoc{Title: "brokertrace cluster", Generated: time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		FontFace: template.CSS(fontFace()), Inputs: []string{out.Join(recfile.ClusterFile), out.Join(recfile.HopsFile)},
-		Command: "cluster", Times: "Times are each recording's CLOCK_MONOTONIC: on one host, one clock."}
+		Command: "cluster", Times: clusterTimes(&sum)}
 	doc.Runs = append(doc.Runs, clusterHeader(&sum))
 	num := 0
 	for i := range sum.Paths {
@@ -183,4 +183,18 @@ func clusterMean(v *float64, ns bool) string {
 	default:
 		return fmtNum(*v, 2)
 	}
+}
+
+// clusterTimes says which clock the page's times are on: one host's, or
+// the first recording's with the other hosts' aligned to it.
+func clusterTimes(sum *recfile.ClusterSummary) string {
+	if len(sum.Clocks) <= 1 {
+		return "Times are the recordings' CLOCK_MONOTONIC: on one host, one clock."
+	}
+	var parts []string
+	for _, c := range sum.Clocks[1:] {
+		parts = append(parts, fmt.Sprintf("%s's by %.0f ns and %.3f ppm (±%.0f ns)", strings.Join(c.Nodes, ", "), c.OffsetNs, c.DriftPPM, c.UncertaintyNs))
+	}
+	return fmt.Sprintf("Times are %s's CLOCK_MONOTONIC; the other hosts' clocks were aligned to it from the TCP segments of their routes: %s.",
+		strings.Join(sum.Clocks[0].Nodes, ", "), strings.Join(parts, "; "))
 }
