@@ -94,6 +94,12 @@ func (s *Source) Start(env *source.Env) error {
 	if s.start, err = process.Connections(t.PID); err != nil {
 		s.missed = append(s.missed, "at the start: "+err.Error())
 	}
+	s.node.Peers = []string{}
+	for _, c := range s.start {
+		if !slices.Contains(s.ports, c.Local.Port()) && !slices.Contains(s.start, process.Conn{Local: c.Remote, Remote: c.Local}) {
+			s.node.Peers = append(s.node.Peers, c.Remote.String())
+		}
+	}
 	s.asked = map[portPair]bool{}
 	for _, c := range s.start {
 		s.asked[portPair{c.Local.Port(), c.Remote.Port()}] = true
@@ -282,7 +288,7 @@ func nodeOf(t *process.Process, host, name string) recfile.NodeMeta {
 	default:
 		n.Name, n.NameFrom = fmt.Sprintf("%s:%d", host, t.PID), "host and pid"
 	}
-	n.Cluster = args["cluster"]
+	n.Cluster, n.ClusterListen = args["cluster"], args["cluster_listen"]
 	return n
 }
 
@@ -301,6 +307,7 @@ func isNATS(t *process.Process) bool {
 var serverFlags = map[string]string{
 	"-n": "name", "--name": "name", "-name": "name", "--server_name": "name", "-server_name": "name",
 	"--cluster_name": "cluster", "-cluster_name": "cluster",
+	"--cluster": "cluster_listen", "-cluster": "cluster_listen",
 }
 
 // flagValues picks serverFlags' values from a command line, as "-f v" or

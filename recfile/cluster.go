@@ -41,7 +41,13 @@ type NodeMeta struct {
 	Cluster  string `json:"cluster,omitempty"`
 	Host     string `json:"host"`
 	// Listeners are the addresses it listens on ("IP:PORT").
-	Listeners   []string `json:"listeners"`
+	Listeners []string `json:"listeners"`
+	// ClusterListen is the address it takes routes from other nodes on,
+	// where its command line gives one (nats-server's --cluster).
+	ClusterListen string `json:"cluster_listen,omitempty"`
+	// Peers are the far ends of the connections it opened itself when the
+	// recording started ("IP:PORT"): its routes to other nodes.
+	Peers       []string `json:"peers"`
 	Connections int      `json:"connections"` // rows of connections.csv
 	// Unresolved counts connections messages crossed that had closed
 	// before their addresses could be read: their rows cannot be joined.

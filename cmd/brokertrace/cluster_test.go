@@ -54,6 +54,7 @@ func TestClusterJoin(t *testing.T) {
 			t.Fatalf("record: %v", err)
 		}
 	}
+	checkNode(t, dirs[0], "node1", c.Name, []string{"10.213.12.2:6222", "10.213.13.2:6222"})
 	cs := joinCluster(t, filepath.Join(dir, "join"), dirs...)
 	n := int64(sum.Sent)
 	if n != 100000 || cs.Deliveries != 2*n || cs.FullPaths != 2*n || cs.Ambiguous != 0 || cs.UnknownConn != 0 {
@@ -90,6 +91,25 @@ func TestClusterJoin(t *testing.T) {
 		}
 	}
 	checkShiftedJoin(t, dir, dirs, hops)
+}
+
+// checkNode checks what a recording says of its node: the name and
+// cluster from the server's command line, and its routes (node 1 dials
+// the others).
+func checkNode(t *testing.T, dir, name, cluster string, peers []string) {
+	t.Helper()
+	var m struct {
+		Sources map[string]struct {
+			Meta recfile.NodeMeta `json:"meta"`
+		} `json:"sources"`
+	}
+	if err := recfile.ReadJSON(dir, recfile.MetaFile, &m); err != nil {
+		t.Fatal(err)
+	}
+	n := m.Sources["peers"].Meta
+	if n.Name != name || n.NameFrom != "command line" || n.Cluster != cluster || !slices.Equal(slices.Sorted(slices.Values(n.Peers)), peers) {
+		t.Errorf("%s: node %+v, want %s of cluster %s with routes to %v", dir, n, name, cluster, peers)
+	}
 }
 
 // joinCluster runs brokertrace cluster --json on the recordings.
