@@ -19,7 +19,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/brokertrace/brokertrace/correlate"
-	"github.com/brokertrace/brokertrace/privs"
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -109,18 +108,6 @@ func (s *Source) Start(env *source.Env) error {
 	return nil
 }
 
-// Needs: the connections at the end are matched to the target through its
-// open descriptors, which another user's process shows only to a reader
-// with CAP_SYS_PTRACE (or root's DAC override of /proc/PID/fd).
-func (s *Source) Needs() []privs.Need {
-	pid := s.env.Target.PID
-	return []privs.Need{{
-		Caps:  []privs.Cap{privs.CAP_SYS_PTRACE, privs.CAP_DAC_READ_SEARCH},
-		Why:   "listing the broker's connections when the recording ends (connections.csv)",
-		Check: func() error { _, err := process.Connections(pid); return err },
-	}}
-}
-
 // Columns: the source adds none; it only watches the rows' connections.
 func (s *Source) Columns() []string { return nil }
 
@@ -198,12 +185,20 @@ func (s *Source) Drain() error {
 	return nil
 }
 
-// Finish reads the connections again and writes connections.csv.
+// Finish reads the connections again and writes connections.csv. Once
+// the recording has dropped its capabilities the broker's descriptors
+// cannot be read (that needs CAP_SYS_PTRACE, kept for nothing else), so
+// the connections at the end are those of the broker's namespace that it
+// held at the start, that messages crossed, or that it accepted on its
+// listening ports.
 func (s *Source) Finish(*source.Timeline) (source.Result, error) {
-	end, err := process.Connections(s.env.Target.PID)
+	all, err := process.NamespaceConns(s.env.Target.PID)
 	if err != nil {
 		s.missed = append(s.missed, "at the end: "+err.Error())
 	}
+	end := slices.DeleteFunc(all, func(c process.Conn) bool {
+		return !s.asked[portPair{c.Local.Port(), c.Remote.Port()}] && !slices.Contains(s.ports, c.Local.Port())
+	})
 	rows := rowsOf(s.start, s.during, end, s.ports)
 	if err := recfile.WriteTable(s.env.Out, recfile.ConnectionsFile, rows); err != nil {
 		return source.Result{}, err

@@ -189,11 +189,11 @@ func checkComplete(t *testing.T, out string, meta recfile.Meta, n int) {
 			t.Fatalf("row %d not annotated by sockq and sched: %v", i, r)
 		}
 	}
-	if s := statuses(meta); !slices.Equal(s, []string{"capture:ok", "cpu:ok", "netstack:ok", "sched:ok", "sockq:ok"}) {
+	if s := statuses(meta); !slices.Equal(s, []string{"capture:ok", "cpu:ok", "netstack:ok", "peers:ok", "sched:ok", "sockq:ok"}) {
 		t.Fatalf("sources %v", s)
 	}
 	for _, f := range []string{recfile.SchedFile, recfile.ThreadsFile, recfile.CPUFile, recfile.CPUPerMsgFile,
-		recfile.CPUCoresFile, recfile.PacketsFile, recfile.NetFile, recfile.GSOFile} {
+		recfile.CPUCoresFile, recfile.PacketsFile, recfile.NetFile, recfile.GSOFile, recfile.ConnectionsFile} {
 		if fi, err := os.Stat(filepath.Join(out, f)); err != nil || fi.Size() == 0 || !slices.Contains(meta.Files, f) {
 			t.Fatalf("%s: %v", f, err)
 		}
