@@ -86,6 +86,7 @@ func TestClusterJoin(t *testing.T) {
 	if err1 != nil || err2 != nil || !slices.EqualFunc(csvRows, pqRows, sameHop) {
 		t.Errorf("hops.parquet differs from hops.csv (%v, %v)", err1, err2)
 	}
+	checkSQLJoin(t, dirs, filepath.Join(dir, "join", recfile.HopsFile))
 }
 
 // sameHop compares two rows by value, their optional columns too.
