@@ -13,8 +13,14 @@ APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux pyth
 
 all: build
 
+# DuckDB, for the check that docs/cluster-join.sql joins as brokertrace
+# cluster does: its Node.js API from the npm registry (its binary inside),
+# into .cache/duckdb; installed when missing.
+DUCKDB_NODE_API := 1.5.6-r.1
+
 deps:
 	@scripts/deps.sh $(APT_PKGS)
+	@scripts/duckdb-deps.sh $(DUCKDB_NODE_API)
 
 build:
 	$(GO) build -trimpath -o bin/brokertrace ./cmd/brokertrace

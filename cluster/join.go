@@ -168,10 +168,13 @@ func (j *joiner) follow(i int, r *row) {
 const maxHops = 32
 
 // hopRows turns the full paths into hops.csv's rows, numbering each
-// message's deliveries in the order they left the cluster.
+// message's deliveries in the order they left the cluster. Deliveries that
+// left in the same ns keep the order they were found in (recording, then
+// row in its file), so that the numbers do not depend on the sort and
+// docs/cluster-join.sql can give the same.
 func (j *joiner) hopRows() []recfile.HopRow {
 	last := func(p []hop) *row { return p[len(p)-1].row }
-	slices.SortFunc(j.paths, func(a, b []hop) int {
+	slices.SortStableFunc(j.paths, func(a, b []hop) int {
 		return cmp.Or(cmp.Compare(a[0].row.ID, b[0].row.ID), cmp.Compare(last(a).TOut, last(b).TOut))
 	})
 	var rows []recfile.HopRow

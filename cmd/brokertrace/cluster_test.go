@@ -90,6 +90,7 @@ func TestClusterJoin(t *testing.T) {
 			}
 		}
 	}
+	checkSQLJoin(t, dirs, filepath.Join(dir, "join", recfile.HopsFile))
 	checkShiftedJoin(t, dir, dirs, hops)
 }
 
