@@ -200,33 +200,14 @@ const sendTail = 50 * time.Microsecond
 // node breaks one of these.
 func checkHops(t *testing.T, hopsPath, loadDir string, subs []*recvTimes) {
 	t.Helper()
-	e2e, err := recfile.ReadTable[recfile.E2ERow](filepath.Join(loadDir, "e2e.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sent := map[uint64]int64{}
-	for _, r := range e2e {
-		sent[r.ID] = r.TSend
-	}
-	rows, err := recfile.ReadTable[recfile.HopRow](hopsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	paths, sent := readPaths(t, hopsPath, loadDir)
 	recv := map[string]*recvTimes{}
 	for _, s := range subs {
 		recv[s.node] = s
 	}
 	var bad []string
-	var early, earliest int64
-	for _, r := range rows {
-		if r.NetNs != nil && *r.NetNs < 0 {
-			early, earliest = early+1, min(earliest, *r.NetNs)
-		}
-	}
-	t.Logf("%d hops read before the write that sent them returned, the earliest by %v", early, time.Duration(-earliest))
-	for k := 0; k < len(rows); k += int(rows[k].Hops) {
-		p := rows[k : k+int(rows[k].Hops)]
-		if err := checkPath(p, sent, recv); err != nil && len(bad) < 10 {
+	for _, p := range paths {
+		if err := checkPath(p, sent, recv, sendTail); err != nil && len(bad) < 10 {
 			bad = append(bad, err.Error())
 		}
 	}
@@ -235,22 +216,55 @@ func checkHops(t *testing.T, hopsPath, loadDir string, subs []*recvTimes) {
 	}
 }
 
-func checkPath(p []recfile.HopRow, sent map[uint64]int64, recv map[string]*recvTimes) error {
+// readPaths reads hops.csv as paths, one slice of rows each, and the
+// load's send times by id; it logs how many hops have a negative net_ns.
+func readPaths(t *testing.T, hopsPath, loadDir string) (paths [][]recfile.HopRow, sent map[uint64]int64) {
+	t.Helper()
+	e2e, err := recfile.ReadTable[recfile.E2ERow](filepath.Join(loadDir, "e2e.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent = map[uint64]int64{}
+	for _, r := range e2e {
+		sent[r.ID] = r.TSend
+	}
+	rows, err := recfile.ReadTable[recfile.HopRow](hopsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var early, earliest int64
+	for _, r := range rows {
+		if r.NetNs != nil && *r.NetNs < 0 {
+			early, earliest = early+1, min(earliest, *r.NetNs)
+		}
+	}
+	t.Logf("%d hops read before the write that sent them returned, the earliest by %v", early, time.Duration(-earliest))
+	for k := 0; k < len(rows); k += int(rows[k].Hops) {
+		paths = append(paths, rows[k:k+int(rows[k].Hops)])
+	}
+	return paths, sent
+}
+
+// checkPath checks one path as checkHops says, a hop or the subscriber
+// being allowed to read the message up to tail before the write that
+// sent it returned.
+func checkPath(p []recfile.HopRow, sent map[uint64]int64, recv map[string]*recvTimes, tail time.Duration) error {
 	first, last := p[0], p[len(p)-1]
 	ts, ok := sent[first.ID]
 	if !ok || first.TIn < ts {
 		return fmt.Errorf("id %d: read by %s at %d, sent at %d (%v)", first.ID, first.Node, first.TIn, ts, ok)
 	}
 	for h := 1; h < len(p); h++ {
-		if p[h].ID != first.ID || p[h].TIn < p[h-1].TOut-int64(sendTail) || p[h].From != p[h-1].Node || p[h-1].To != p[h].Node {
-			return fmt.Errorf("id %d hop %d: %+v after %+v", first.ID, h+1, p[h], p[h-1])
+		if p[h].ID != first.ID || p[h].TIn < p[h-1].TOut-int64(tail) || p[h].From != p[h-1].Node || p[h-1].To != p[h].Node {
+			return fmt.Errorf("id %d hop %d: %s read id %d from %s at %d; hop %d: %s wrote it to %s at %d (net %v)",
+				first.ID, h+1, p[h].Node, p[h].ID, p[h].From, p[h].TIn, h, p[h-1].Node, p[h-1].To, p[h-1].TOut, time.Duration(p[h].TIn-p[h-1].TOut))
 		}
 	}
 	if s := recv[last.Node]; s != nil {
 		s.mu.Lock()
 		tr, ok := s.at[first.ID]
 		s.mu.Unlock()
-		if !ok || tr < last.TOut-int64(sendTail) {
+		if !ok || tr < last.TOut-int64(tail) {
 			return fmt.Errorf("id %d: left %s at %d, its subscriber got it at %d (%v)", first.ID, last.Node, last.TOut, tr, ok)
 		}
 	}
