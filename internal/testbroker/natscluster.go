@@ -1,8 +1,6 @@
 package testbroker
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -59,34 +57,16 @@ func StartNATSCluster(tb testing.TB, n int) *NATSCluster {
 	c := &NATSCluster{Name: "bt" + id}
 	for i := 1; i <= n; i++ {
 		node := &NATSNode{Name: fmt.Sprintf("node%d", i), NetNS: fmt.Sprintf("bt%s-n%d", id, i)}
-		mustRun(tb, "ip", "netns", "add", node.NetNS)
-		tb.Cleanup(func() { _ = exec.Command("ip", "netns", "del", node.NetNS).Run() })
-		mustRun(tb, "ip", "-n", node.NetNS, "link", "set", "lo", "up")
-		// The client link: 10.213.(100+i).1 here, .2 in the node.
-		host, peer := fmt.Sprintf("btc%s%d", id, i), "eth0"
-		mustRun(tb, "ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", node.NetNS)
-		tb.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-		mustRun(tb, "ip", "addr", "add", fmt.Sprintf("10.213.%d.1/24", 100+i), "dev", host)
-		mustRun(tb, "ip", "link", "set", host, "up")
-		node.IP = fmt.Sprintf("10.213.%d.2", 100+i)
-		mustRun(tb, "ip", "-n", node.NetNS, "addr", "add", node.IP+"/24", "dev", peer)
-		mustRun(tb, "ip", "-n", node.NetNS, "link", "set", peer, "up")
+		node.IP = addNodeNetNS(tb, id, node.NetNS, i)
 		node.Addr = fmt.Sprintf("%s:%d", node.IP, natsClientPort)
 		c.Nodes = append(c.Nodes, node)
 	}
 	routes := make([][]string, n)
 	for i := range n {
 		for j := i + 1; j < n; j++ {
-			// The link between nodes i+1 and j+1: 10.213.(10(i+1)+j+1).1 and .2.
-			net := fmt.Sprintf("10.213.%d", 10*(i+1)+j+1)
-			a, b := fmt.Sprintf("r%d", j+1), fmt.Sprintf("r%d", i+1)
-			mustRun(tb, "ip", "-n", c.Nodes[i].NetNS, "link", "add", a, "type", "veth", "peer", "name", b, "netns", c.Nodes[j].NetNS)
-			mustRun(tb, "ip", "-n", c.Nodes[i].NetNS, "addr", "add", net+".1/24", "dev", a)
-			mustRun(tb, "ip", "-n", c.Nodes[j].NetNS, "addr", "add", net+".2/24", "dev", b)
-			mustRun(tb, "ip", "-n", c.Nodes[i].NetNS, "link", "set", a, "up")
-			mustRun(tb, "ip", "-n", c.Nodes[j].NetNS, "link", "set", b, "up")
+			_, ipJ := linkNodeNetNS(tb, c.Nodes[i].NetNS, c.Nodes[j].NetNS, i+1, j+1)
 			// The lower-numbered node dials; both listen.
-			routes[i] = append(routes[i], fmt.Sprintf("nats://%s.2:%d", net, natsClusterPort))
+			routes[i] = append(routes[i], fmt.Sprintf("nats://%s:%d", ipJ, natsClusterPort))
 		}
 	}
 	for i, node := range c.Nodes {
@@ -143,19 +123,4 @@ func waitRoutes(tb testing.TB, node *NATSNode, want int) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	tb.Fatalf("%s has %d of %d routes after 15 s; output:\n%s", node.Name, got, want, node.Proc.Log())
-}
-
-func mustRun(tb testing.TB, name string, args ...string) {
-	tb.Helper()
-	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
-		tb.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-}
-
-func randomHex(tb testing.TB, n int) string {
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		tb.Fatal(err)
-	}
-	return hex.EncodeToString(b)
 }
