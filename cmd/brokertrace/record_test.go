@@ -79,7 +79,7 @@ func TestRecordDiscard(t *testing.T) {
 		!slices.Equal(markedCalls(gs), markedCalls(ws)) {
 		t.Fatalf("socket counters: --discard %+v, the recording %+v", gs, ws)
 	}
-	if g, w := statuses(got), statuses(want); !slices.Equal(g, w) || len(w) != 5 {
+	if g, w := statuses(got), statuses(want); !slices.Equal(g, w) || len(w) != 6 {
 		t.Fatalf("sources: --discard %v, the recording %v", g, w)
 	}
 }
