@@ -1,7 +1,6 @@
 package clocksync
 
 import (
-	"bufio"
 	"fmt"
 	"math"
 	"os"
@@ -43,7 +42,7 @@ func TestClusterClocks(t *testing.T) {
 		recs[i] = exec.Command(bin, "record", "--pid", strconv.Itoa(node.PID()), "--out", dirs[i],
 			"--pcap", filepath.Join(tmp, node.Name+".pcapng"), "--quiet",
 			"--sched=false", "--sockq=false", "--cpu=false", "--gso=false")
-		waitAttached(t, recs[i], node.PID())
+		testutil.WaitAttached(t, recs[i], node.PID())
 	}
 	crossTraffic(t, bin, cl, tmp)
 	for i, rec := range recs {
@@ -156,33 +155,5 @@ func checkDialed(t *testing.T, dir string) {
 	}
 	if d := m.Sources["capture"].Meta.Dialed; len(d) == 0 || !strings.HasSuffix(d[0], ":6222") {
 		t.Fatalf("node 1's dialed connections captured: %q, want its route to node 2's port 6222", d)
-	}
-}
-
-// waitAttached starts cmd and waits for its attached line naming pid.
-func waitAttached(t *testing.T, cmd *exec.Cmd, pid int) {
-	t.Helper()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	attached := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "brokertrace: attached") {
-				attached <- sc.Text()
-			}
-		}
-		close(attached)
-	}()
-	select {
-	case line, ok := <-attached:
-		if !ok || !strings.Contains(line, "pid "+strconv.Itoa(pid)) {
-			t.Fatalf("attached line %q", line)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attached line")
 	}
 }

@@ -68,7 +68,7 @@ func boostRun(t *testing.T, srv *testbroker.NATS, d time.Duration, flags ...stri
 	rec := exec.Command(binary, args...)
 	var out bytes.Buffer
 	rec.Stdout = &out
-	waitAttached(t, rec, srv.PID())
+	testutil.WaitAttached(t, rec, srv.PID())
 	hogs := busyLoops(t)
 	load := exec.Command("taskset", "-c", "1", binary, "load", "--url", srv.URL(), "--rate", "100000", "--duration", d.String(), "--size", "256", "--json", "--out", t.TempDir())
 	var sum recfile.LoadSummary

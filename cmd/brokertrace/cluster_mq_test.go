@@ -35,7 +35,7 @@ func TestClusterJoinRabbitFederation(t *testing.T) {
 	for _, n := range f.Nodes {
 		d := filepath.Join(dir, n.Name)
 		rec := exec.Command(binary, "record", "--pid", strconv.Itoa(n.PID()), "--node", n.Name, "--out", d, "--quiet")
-		waitAttached(t, rec, n.PID())
+		testutil.WaitAttached(t, rec, n.PID())
 		recs, dirs = append(recs, rec), append(dirs, d)
 	}
 	loadDir := filepath.Join(dir, "load")

@@ -40,7 +40,7 @@ func TestClusterJoin(t *testing.T) {
 		d := filepath.Join(dir, n.Name)
 		rec := exec.Command(binary, "record", "--pid", strconv.Itoa(n.PID()), "--out", d, "--quiet", "--format", "parquet",
 			"--pcap", filepath.Join(dir, n.Name+".pcapng"))
-		waitAttached(t, rec, n.PID())
+		testutil.WaitAttached(t, rec, n.PID())
 		recs, dirs = append(recs, rec), append(dirs, d)
 	}
 	sum := clusterLoad(t, dir, c.Nodes[0].URL(), c.Nodes[1].URL(), c.Nodes[2].URL())

@@ -51,7 +51,7 @@ func TestRecordCtrlC(t *testing.T) {
 	cmd := exec.Command(binary, "record", "--port", port, "--out", out, "--json")
 	var stdout strings.Builder
 	cmd.Stdout = &stdout
-	waitAttached(t, cmd, srv.PID())
+	testutil.WaitAttached(t, cmd, srv.PID())
 	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.cli", Rate: 3000, Count: 3000, Drain: 5 * time.Second})
 	if err != nil || lr.Received != 3000 {
 		t.Fatalf("load: %v (%d received)", err, lr.Received)

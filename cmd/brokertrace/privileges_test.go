@@ -56,7 +56,7 @@ func TestPrivilegesDropped(t *testing.T) {
 func recordDropped(t *testing.T, pid int, url string, want privs.Set) {
 	out := filepath.Join(t.TempDir(), "rec")
 	cmd := exec.Command(binary, "record", "--pid", strconv.Itoa(pid), "--out", out, "--quiet")
-	waitAttached(t, cmd, pid)
+	testutil.WaitAttached(t, cmd, pid)
 	got := checkDropped(t, cmd.Process.Pid)
 	// A listener opened and closed while recording, by another process:
 	// the namespace's listeners change, and nothing is read again.

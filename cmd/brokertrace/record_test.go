@@ -37,8 +37,8 @@ func TestRecordDiscard(t *testing.T) {
 	discard.Dir, discard.Env = cwd, append(os.Environ(), "TMPDIR="+tmp)
 	var normalOut, discardOut strings.Builder
 	normal.Stdout, discard.Stdout = &normalOut, &discardOut
-	waitAttached(t, normal, srv.PID())
-	waitAttached(t, discard, srv.PID())
+	testutil.WaitAttached(t, normal, srv.PID())
+	testutil.WaitAttached(t, discard, srv.PID())
 	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.discard", Rate: 5000, Count: 5000, Size: 512, Drain: 5 * time.Second})
 	if err != nil || lr.Received != 5000 {
 		t.Fatalf("load: %v (%d received)", err, lr.Received)
@@ -118,7 +118,7 @@ func TestSelfPlacement(t *testing.T) {
 	t.Run("record", func(t *testing.T) {
 		srv := testbroker.StartNATS(t)
 		cmd := exec.Command(binary, "record", "--pid", strconv.Itoa(srv.PID()), "--discard", "--quiet", "--self-cpus", self)
-		waitAttached(t, cmd, srv.PID())
+		testutil.WaitAttached(t, cmd, srv.PID())
 		lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.self", Rate: 20000, Count: 20000, Size: 256})
 		if err != nil || lr.Received != 20000 {
 			t.Fatalf("load: %v", err)

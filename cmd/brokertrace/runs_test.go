@@ -156,7 +156,7 @@ func TestRecordFlags(t *testing.T) {
 	stopDump := startTcpdump(t, port, ref)
 	cmd := exec.Command(binary, "record", "--name", name, "--duration", "4s", "--scan-limit", "4096",
 		"--pcap", pcap, "--sched=false", "--out", out, "--quiet")
-	waitAttached(t, cmd, pid)
+	testutil.WaitAttached(t, cmd, pid)
 	url := "nats://127.0.0.1:" + strconv.Itoa(port)
 	const bigID = 0xb16b16
 	publishBig(t, url, bigID)
@@ -199,34 +199,6 @@ func TestRecordFlags(t *testing.T) {
 	}
 	if n, want := pcapPackets(t, pcap), pcapPackets(t, ref); n != want || n == 0 {
 		t.Fatalf("--pcap holds %d packets, tcpdump saw %d", n, want)
-	}
-}
-
-// waitAttached starts cmd and waits for its attached line naming pid.
-func waitAttached(t *testing.T, cmd *exec.Cmd, pid int) {
-	t.Helper()
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill() })
-	attached := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if strings.HasPrefix(sc.Text(), "brokertrace: attached") {
-				attached <- sc.Text()
-			}
-		}
-		close(attached)
-	}()
-	select {
-	case line, ok := <-attached:
-		if !ok || !strings.Contains(line, "pid "+strconv.Itoa(pid)) {
-			t.Fatalf("attached line %q", line)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attached line")
 	}
 }
 

@@ -1,0 +1,39 @@
+package testutil
+
+import (
+	"bufio"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// WaitAttached starts cmd (a brokertrace recording) and waits for its
+// "brokertrace: attached" line naming pid; cmd is killed at cleanup.
+func WaitAttached(t testing.TB, cmd *exec.Cmd, pid int) {
+	t.Helper()
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	attached := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.HasPrefix(sc.Text(), "brokertrace: attached") {
+				attached <- sc.Text()
+			}
+		}
+		close(attached)
+	}()
+	select {
+	case line, ok := <-attached:
+		if !ok || !strings.Contains(line, "pid "+strconv.Itoa(pid)) {
+			t.Fatalf("attached line %q", line)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no attached line")
+	}
+}
