@@ -5,12 +5,16 @@ import (
 	"encoding/hex"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 // The addresses of the namespaced cluster harnesses: node i's client link
-// is 10.213.(100+i).0/24 (.1 in the test's namespace, .2 in the node's),
+// is 10.X.(100+i).0/24 (.1 in the test's namespace, .2 in the node's; X
+// from 200 to 249, chosen by the harness's id, so that two harnesses at
+// once — two test packages — do not share an address in the test's
+// namespace),
 // and the link between nodes i < j is 10.213.(10i+j).0/24 (.1 in node i,
 // .2 in node j). Nothing is forwarded or bridged, so no host firewall is
 // in the way, and a node reaches another only over their own link.
@@ -27,9 +31,11 @@ func addNodeNetNS(tb testing.TB, id, ns string, i int) (ip string) {
 	host, peer := fmt.Sprintf("btc%s%d", id, i), "eth0"
 	mustRun(tb, "ip", "link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns)
 	tb.Cleanup(func() { _ = exec.Command("ip", "link", "del", host).Run() })
-	mustRun(tb, "ip", "addr", "add", fmt.Sprintf("10.213.%d.1/24", 100+i), "dev", host)
+	b, _ := strconv.ParseUint(id[:2], 16, 8)
+	x := 200 + int(b)%50
+	mustRun(tb, "ip", "addr", "add", fmt.Sprintf("10.%d.%d.1/24", x, 100+i), "dev", host)
 	mustRun(tb, "ip", "link", "set", host, "up")
-	ip = fmt.Sprintf("10.213.%d.2", 100+i)
+	ip = fmt.Sprintf("10.%d.%d.2", x, 100+i)
 	mustRun(tb, "ip", "-n", ns, "addr", "add", ip+"/24", "dev", peer)
 	mustRun(tb, "ip", "-n", ns, "link", "set", peer, "up")
 	return ip
