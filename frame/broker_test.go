@@ -117,6 +117,8 @@ type seen struct {
 	fp      map[uint64]uint64 // fingerprint by message id
 	subject map[uint64]uint64 // subject hash by message id
 	other   int               // records of payloads without a marker (the load's probes)
+	multi   int               // chunks that ended several payloads
+	split   int               // payloads that began in an earlier chunk
 }
 
 func newSeen() *seen {
@@ -130,8 +132,16 @@ func newSeen() *seen {
 func (s *seen) parse(t *testing.T, p *frame.Parser, chunks [][]byte, contiguous bool, byFP map[uint64]uint64) {
 	t.Helper()
 	stream := bytes.Join(chunks, nil)
+	var at int64 // stream offset of the chunk
 	for _, c := range chunks {
-		for _, r := range p.Feed(c) {
+		recs := p.Feed(c)
+		if len(recs) > 1 {
+			s.multi++
+		}
+		for _, r := range recs {
+			if r.End-r.Len < at {
+				s.split++
+			}
 			id, ok := byFP[r.Fingerprint]
 			if contiguous {
 				payload := stream[r.End-r.Len : r.End]
@@ -150,6 +160,7 @@ func (s *seen) parse(t *testing.T, p *frame.Parser, chunks [][]byte, contiguous 
 			s.count[id]++
 			s.fp[id], s.subject[id] = r.Fingerprint, r.Subject
 		}
+		at += int64(len(c))
 	}
 	if c := p.Counters(); c.Bad != 0 || c.Skipped != 0 {
 		t.Errorf("%s: counters %+v, want nothing bad", p, c)
@@ -175,7 +186,9 @@ func runProxied(t *testing.T, proto frame.Proto, brokerURL, subject string, size
 	}
 	px := startProxy(t, u.Host)
 	const count = 300
-	cfg := load.Config{URL: px.via(t, brokerURL), Subject: subject, Size: size, Rate: 1000, Count: count, Drain: 15 * time.Second}
+	// Bursts put several frames in one call, as a busy broker sees them.
+	cfg := load.Config{URL: px.via(t, brokerURL), Subject: subject, Size: size, Rate: 1000, Count: count,
+		Pattern: load.PatternBursty, Burst: 25, Drain: 15 * time.Second}
 	res, err := load.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("load.Run %s: %v", cfg.URL, err)
@@ -206,8 +219,9 @@ func runProxied(t *testing.T, proto frame.Proto, brokerURL, subject string, size
 	if len(in.count) != count || len(out.count) != count {
 		t.Fatalf("%d ids in, %d out, want %d", len(in.count), len(out.count), count)
 	}
-	t.Logf("%s: %d connections; %d messages each once in and once out, fingerprints equal; %d + %d other records (probes)",
-		proto, len(px.conns), count, in.other, out.other)
+	t.Logf("%s, %d-byte bodies: %d connections; %d messages each once in and once out, fingerprints equal; "+
+		"chunks ending several payloads %d in, %d out; payloads split over chunks %d in, %d out; %d in and %d out records of other payloads",
+		proto, size, len(px.conns), count, in.multi, out.multi, in.split, out.split, in.other, out.other)
 }
 
 func TestBrokerNATS(t *testing.T) {

@@ -25,10 +25,15 @@
 //     content-header frame (its frame-end octet included).
 //   - Len: the payload's length in bytes.
 //   - Fingerprint: FNV-1a 64 of the payload bytes (Hash).
-//   - Subject: FNV-1a 64 of the subject as it appears on the wire, unescaped
-//     nothing: the NATS subject, the MQTT topic name, the STOMP destination
+//   - Subject: FNV-1a 64 of the subject as it appears on the wire (STOMP's
+//     header escapes are not undone): the NATS subject, the MQTT topic name, the STOMP destination
 //     header's value (the first destination header), the AMQP exchange name,
 //     one 0x00 byte and the routing key, the Redis channel.
+//
+// A record is emitted once its frame's trailer after the payload (NATS and
+// Redis CRLF, STOMP NUL, AMQP frame-end) is checked, so that a frame whose
+// announced length was wrong gives none; its End still says where the
+// payload ended.
 //
 // The payload is what the broker does not change between in and out:
 //
@@ -163,7 +168,7 @@ type Record struct {
 
 // Counters count what a parser saw.
 type Counters struct {
-	Frames   int64 // complete frames of any kind (heartbeats included)
+	Frames   int64 // complete frames of any kind (AMQP heartbeats included, STOMP's end-of-line heart-beats not)
 	Messages int64 // records emitted
 	Bad      int64 // invalid or oversized headers
 	Resyncs  int64 // returns to a frame boundary after a bad frame
