@@ -77,7 +77,12 @@
 // header is tried again (a false start is one more bad frame). MQTT has no
 // byte that marks a frame boundary: after a bad frame the rest of the
 // connection is skipped. Bytes discarded while out of sync are counted in
-// Skipped, each return to sync in Resyncs.
+// Skipped, each return to sync in Resyncs. A connection joined mid-stream
+// (NewConnJoined) starts out of sync.
+//
+// A connection whose in stream begins with a TLS handshake record header
+// (0x16 0x03 0x01..0x04) is encrypted: neither direction is parsed from
+// then on, and its bytes are counted in Encrypted.
 package frame
 
 import (
@@ -173,6 +178,10 @@ type Counters struct {
 	Bad      int64 // invalid or oversized headers
 	Resyncs  int64 // returns to a frame boundary after a bad frame
 	Skipped  int64 // bytes discarded while out of sync
+	// Encrypted counts the bytes of a TLS connection, which are not
+	// parsed: one whose in stream began with a TLS handshake record header
+	// 0x16 0x03 0x01..0x04 (Conn.TLS).
+	Encrypted int64
 	// Interleaved counts AMQP contents abandoned because another channel
 	// started one before they were complete (one content is tracked per
 	// connection).

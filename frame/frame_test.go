@@ -68,3 +68,25 @@ func TestResync(t *testing.T) {
 		}
 	}
 }
+
+// TestTLS: a connection whose first bytes read are a TLS ClientHello record
+// is parsed no further, in either direction, whatever the split.
+func TestTLS(t *testing.T) {
+	hello := "\x16\x03\x01\x00\x05PUB a 2\r\nhi\r\n"
+	for _, chunks := range [][]string{{hello}, {"\x16", "\x03", hello[2:]}} {
+		c := NewConn(NATS)
+		c.Out.Feed([]byte("INFO {}\r\n"))
+		var recs []Record
+		for _, ch := range chunks {
+			recs = append(recs, c.In.Feed([]byte(ch))...)
+		}
+		recs = append(recs, c.Out.Feed([]byte("MSG a 1 2\r\nhi\r\n"))...)
+		if !c.TLS() || len(recs) != 0 || c.In.Counters().Encrypted != int64(len(hello)) || c.Out.Counters().Frames != 1 {
+			t.Fatalf("chunks %q: TLS %v, records %v, in %+v, out %+v", chunks, c.TLS(), recs, c.In.Counters(), c.Out.Counters())
+		}
+	}
+	c := NewConn(NATS)
+	if c.In.Feed([]byte("\x16\x03\x05 x\r\n")); c.TLS() || c.In.Counters().Bad != 1 {
+		t.Fatalf("0x16 0x03 0x05 is no TLS record: TLS %v, %+v", c.TLS(), c.In.Counters())
+	}
+}

@@ -6,9 +6,8 @@ import (
 	"testing"
 )
 
-// feed parses s's data, split into chunks, on a new connection.
-func feed(proto Proto, dir Dir, s stream, chunks [][]byte) ([]Record, Counters, *Parser) {
-	c := NewConn(proto)
+// feed parses s's data, split into chunks, on connection c.
+func feed(c *Conn, dir Dir, s stream, chunks [][]byte) ([]Record, Counters, *Parser) {
 	c.In.Feed(s.pre)
 	p := c.In
 	if dir == Out {
@@ -49,7 +48,7 @@ func split(b, cuts []byte, r *rand.Rand) [][]byte {
 // and both must give exactly the generator's records and frame count,
 // with nothing bad. The stream with a few bytes overwritten must then
 // parse without a panic, within MaxHeader bytes held, every byte consumed
-// or held.
+// or held; and so must the stream joined mid-way (midStream).
 func fuzzSplit(f *testing.F, proto Proto, gen func(*rand.Rand, Dir) stream) {
 	f.Add(uint64(1), []byte{})
 	f.Add(uint64(2), []byte{0})
@@ -59,7 +58,7 @@ func fuzzSplit(f *testing.F, proto Proto, gen func(*rand.Rand, Dir) stream) {
 			r := rand.New(rand.NewPCG(seed, uint64(dir)))
 			s := gen(r, dir)
 			for _, chunks := range [][][]byte{{s.data}, split(s.data, cuts, r)} {
-				recs, c, _ := feed(proto, dir, s, chunks)
+				recs, c, _ := feed(NewConn(proto), dir, s, chunks)
 				if !slices.Equal(recs, s.truth) {
 					t.Fatalf("%s %s in %d chunks: records\n%v\nwant\n%v", proto, dir, len(chunks), recs, s.truth)
 				}
@@ -68,11 +67,12 @@ func fuzzSplit(f *testing.F, proto Proto, gen func(*rand.Rand, Dir) stream) {
 					t.Fatalf("%s %s in %d chunks: counters %+v, want %+v", proto, dir, len(chunks), c, want)
 				}
 			}
+			midStream(t, proto, dir, s, cuts, r)
 			bad := slices.Clone(s.data)
 			for range 1 + r.IntN(4) {
 				bad[r.IntN(len(bad))] = byte(r.Uint32())
 			}
-			_, c, p := feed(proto, dir, stream{pre: s.pre}, split(bad, cuts, r))
+			_, c, p := feed(NewConn(proto), dir, stream{pre: s.pre}, split(bad, cuts, r))
 			if p.Offset()+int64(len(p.buf)) != int64(len(bad)) {
 				t.Fatalf("%s %s corrupted: offset %d + held %d != %d bytes fed", proto, dir, p.Offset(), len(p.buf), len(bad))
 			}
@@ -88,3 +88,27 @@ func FuzzSplitMQTT(f *testing.F)  { fuzzSplit(f, MQTT, genMQTT) }
 func FuzzSplitSTOMP(f *testing.F) { fuzzSplit(f, STOMP, genSTOMP) }
 func FuzzSplitAMQP(f *testing.F)  { fuzzSplit(f, AMQP, genAMQP) }
 func FuzzSplitRedis(f *testing.F) { fuzzSplit(f, Redis, genRedis) }
+
+// midStream feeds s from a random offset on to a joined connection
+// (NewConnJoined), as a probe attached to a running broker sees it: the
+// parser must resynchronise without inventing a message, so its records
+// are some of the generator's, in order, with End moved by the offset.
+func midStream(t *testing.T, proto Proto, dir Dir, s stream, cuts []byte, r *rand.Rand) {
+	k := r.IntN(len(s.data))
+	recs, _, p := feed(NewConnJoined(proto), dir, stream{pre: s.pre}, split(s.data[k:], cuts, r))
+	if p.Offset()+int64(len(p.buf)) != int64(len(s.data)-k) {
+		t.Fatalf("%s %s from offset %d: offset %d + held %d != %d bytes fed", proto, dir, k, p.Offset(), len(p.buf), len(s.data)-k)
+	}
+	i := 0
+	for _, rec := range recs {
+		rec.End += int64(k)
+		for i < len(s.truth) && s.truth[i] != rec {
+			i++
+		}
+		if i == len(s.truth) {
+			t.Fatalf("%s %s from offset %d: record %+v (End from the stream's start) is none of the generator's, or out of order:\n%v",
+				proto, dir, k, rec, s.truth)
+		}
+		i++
+	}
+}

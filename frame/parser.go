@@ -76,6 +76,26 @@ type Parser struct {
 type Conn struct {
 	In, Out     *Parser
 	mqttVersion byte // protocol level of the CONNECT read; 0 before
+	tls         bool // the in stream began with a TLS record: parse nothing
+}
+
+// TLS reports whether the connection was found to be encrypted: the first
+// bytes the broker read were a TLS handshake record header.
+func (c *Conn) TLS() bool { return c.tls }
+
+// tlsStart tells whether b begins with a TLS handshake record header,
+// 0x16 0x03 0x01..0x04 (a ClientHello), or may once more bytes come.
+func tlsStart(b []byte) (tls, more bool) {
+	want := [3][2]byte{{0x16, 0x16}, {0x03, 0x03}, {0x01, 0x04}}
+	for i, w := range want {
+		if i == len(b) {
+			return false, true
+		}
+		if b[i] < w[0] || b[i] > w[1] {
+			return false, false
+		}
+	}
+	return true, false
 }
 
 // NewConn returns the parsers of a new connection of protocol proto.
@@ -83,6 +103,19 @@ func NewConn(proto Proto) *Conn {
 	c := &Conn{}
 	c.In = newParser(c, proto, In)
 	c.Out = newParser(c, proto, Out)
+	return c
+}
+
+// NewConnJoined returns the parsers of a connection joined mid-stream, as
+// a probe attached to a running broker meets its open connections: the
+// bytes fed first may begin inside a frame, where a line or a header can
+// look valid and announce a wrong length. Both parsers start out of sync:
+// they discard bytes up to their protocol's boundary (counted in Skipped,
+// the boundary in Resyncs) as after a bad frame. MQTT parses nothing of
+// such a connection (the version of its CONNECT is unknown).
+func NewConnJoined(proto Proto) *Conn {
+	c := NewConn(proto)
+	c.In.syncing, c.Out.syncing = true, true
 	return c
 }
 
@@ -134,6 +167,9 @@ func (p *Parser) Feed(b []byte) []Record {
 func (p *Parser) step(d []byte) int {
 	var n int
 	switch {
+	case p.conn.tls:
+		n = len(d)
+		p.c.Encrypted += int64(n)
 	case p.syncing:
 		k, found := p.m.sync(d)
 		p.c.Skipped += int64(k)
@@ -175,6 +211,16 @@ func (p *Parser) step(d []byte) int {
 
 // header runs the machine on a header at the start of d.
 func (p *Parser) header(d []byte) int {
+	if p.dir == In && p.pos == 0 {
+		tls, more := tlsStart(d)
+		if more {
+			return 0
+		}
+		if tls {
+			p.conn.tls = true
+			return p.step(d)
+		}
+	}
 	a, err := p.m.head(p, d)
 	if err == nil && a.n == 0 && len(d) >= MaxHeader {
 		err = errBad
