@@ -72,9 +72,11 @@
 // The parser never panics and never waits for more than MaxHeader bytes: a
 // frame whose header is invalid, or longer than MaxHeader, is counted as Bad
 // and the parser resynchronises. Text protocols resume after the next line
-// feed (NATS, Redis; Redis also forgets its aggregate nesting), STOMP after
-// the next NUL, AMQP after the next frame-end octet 0xCE, where a frame
-// header is tried again (a false start is one more bad frame). MQTT has no
+// feed (NATS, Redis; Redis also forgets its aggregate nesting, so an array
+// nested in a reply that looks like a message push is taken for one),
+// STOMP after the next NUL, AMQP after the next frame-end octet 0xCE, where
+// a frame header is tried again (a false start is one more bad frame); a
+// record needs its whole frame parsed in sync. MQTT has no
 // byte that marks a frame boundary: after a bad frame the rest of the
 // connection is skipped. Bytes discarded while out of sync are counted in
 // Skipped, each return to sync in Resyncs. A connection joined mid-stream

@@ -101,6 +101,11 @@ func midStream(t *testing.T, proto Proto, dir Dir, s stream, cuts []byte, r *ran
 	}
 	i := 0
 	for _, rec := range recs {
+		nested := rec
+		nested.End = 0
+		if nested == redisNested {
+			continue // a message-shaped array nested in a reply (genRedis)
+		}
 		rec.End += int64(k)
 		for i < len(s.truth) && s.truth[i] != rec {
 			i++
