@@ -146,7 +146,10 @@ func (p *Parser) Counters() Counters { return p.c }
 func (p *Parser) Offset() int64 { return p.pos }
 
 // Feed parses the next bytes of the stream and returns the records of the
-// message frames whose payload ended in them, in stream order.
+// message frames they complete, in stream order. A record comes out once
+// its frame's trailer is checked, which may be a call after the one that
+// held the payload's last byte (its End): the kernel keeps that call's
+// time with the held record.
 func (p *Parser) Feed(b []byte) []Record {
 	p.out = nil
 	p.buf = append(p.buf, b...)
