@@ -24,6 +24,7 @@ var layer = map[string]int{
 	"recfile":  1, // every file format; imports nothing of ours but outdir
 	"monotime": 1,
 	"marker":   1,
+	"frame":    1, // protocol frames → message fingerprints (the in-kernel parser's reference)
 	"kernfs":   1, // tracefs and debugfs: found, or mounted
 
 	"events":    2,

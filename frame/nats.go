@@ -1,0 +1,102 @@
+package frame
+
+import (
+	"bytes"
+	"strconv"
+)
+
+// natsMachine parses the NATS client protocol: control lines ending in
+// CRLF (a bare LF is taken too), PUB/HPUB/MSG/HMSG followed by their
+// payload and CRLF.
+type natsMachine struct {
+	crlf bool // a payload ended: CRLF comes next
+}
+
+func (m *natsMachine) reset() { m.crlf = false }
+
+func (m *natsMachine) trailed() bool { return true }
+
+func (m *natsMachine) sync(b []byte) (int, bool) { return syncAfter(b, '\n') }
+
+func (m *natsMachine) head(p *Parser, b []byte) (action, error) {
+	if m.crlf {
+		if len(b) < 2 {
+			return more, nil
+		}
+		if b[0] != '\r' || b[1] != '\n' {
+			return more, errBad
+		}
+		m.crlf = false
+		p.frame()
+		p.confirm()
+		return action{n: 2}, nil
+	}
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 {
+		return more, nil
+	}
+	line := bytes.TrimSuffix(b[:i], []byte("\r"))
+	f := bytes.Fields(line)
+	if len(f) == 0 {
+		return more, errBad
+	}
+	a := action{n: i + 1}
+	verb := string(bytes.ToUpper(f[0]))
+	var subj []byte
+	var hdr, total int64
+	var ok bool
+	switch {
+	case p.dir == In && verb == "PUB":
+		subj, hdr, total, ok = natsArgs(f[1:], 0, false)
+	case p.dir == In && verb == "HPUB":
+		subj, hdr, total, ok = natsArgs(f[1:], 0, true)
+	case p.dir == Out && verb == "MSG":
+		subj, hdr, total, ok = natsArgs(f[1:], 1, false)
+	case p.dir == Out && verb == "HMSG":
+		subj, hdr, total, ok = natsArgs(f[1:], 1, true)
+	case p.dir == In && (verb == "CONNECT" || verb == "SUB" || verb == "UNSUB" || verb == "PING" || verb == "PONG"),
+		p.dir == Out && (verb == "INFO" || verb == "+OK" || verb == "-ERR" || verb == "PING" || verb == "PONG"):
+		p.frame()
+		return a, nil
+	default:
+		return more, errBad
+	}
+	if !ok {
+		return more, errBad
+	}
+	p.begin(Hash(subj))
+	m.crlf = true
+	a.skip, a.hash, a.emit = hdr, total-hdr, true
+	return a, nil
+}
+
+// natsArgs parses the arguments after PUB/HPUB/MSG/HMSG: the subject,
+// extra fields (MSG's sid), an optional reply subject, then the payload
+// size, or with headers the header and total sizes.
+func natsArgs(f [][]byte, extra int, headers bool) (subj []byte, hdr, total int64, ok bool) {
+	sizes := 1
+	if headers {
+		sizes = 2
+	}
+	if n := len(f) - 1 - extra - sizes; n != 0 && n != 1 { // n: reply subject or not
+		return nil, 0, 0, false
+	}
+	nums := f[len(f)-sizes:]
+	vals := make([]int64, len(nums))
+	for i, s := range nums {
+		v, err := strconv.ParseInt(string(s), 10, 64)
+		if err != nil || v < 0 || v > MaxPayload {
+			return nil, 0, 0, false
+		}
+		vals[i] = v
+	}
+	if headers {
+		hdr, total = vals[0], vals[1]
+		if hdr > total {
+			return nil, 0, 0, false
+		}
+	} else {
+		total = vals[0]
+	}
+	return f[0], hdr, total, true
+}
