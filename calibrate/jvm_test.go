@@ -66,7 +66,7 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	if err := sw.Start(); err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitAttached(t, filepath.Join(out, "step-00-regular-"+jvmRate, "record.log"))
+	waitAttached(t, filepath.Join(out, "step-00-regular-"+jvmRate, "record.log"))
 	time.Sleep(2500 * time.Millisecond) // past the warm-up
 	gc1 := forceGC(t, a.PID(), gcLog)
 	time.Sleep(1500 * time.Millisecond)
