@@ -118,6 +118,12 @@ func checkPrivileges(r run, m *recfile.Meta, rw *row, fail func(string, ...any))
 		}
 	}
 	for _, w := range m.Warnings {
+		// A CPU's pinned cpuidle reader that was not scheduled in time on
+		// a busy machine is a gap counted in the warning, not a read the
+		// drop refused.
+		if strings.Contains(w, "did not run within") {
+			continue
+		}
 		for _, bad := range []string{"could not be read", "failed", "permission denied", "not permitted"} {
 			if strings.Contains(w, bad) {
 				fail("%s: after the drop: %s", r.name, w)
