@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -40,16 +39,7 @@ func TestClusterJoinRabbitFederation(t *testing.T) {
 	}
 	loadDir := filepath.Join(dir, "load")
 	sum, loadErr := federationLoad(f, loadDir)
-	for _, rec := range recs {
-		if err := rec.Process.Signal(os.Interrupt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, rec := range recs {
-		if err := rec.Wait(); err != nil {
-			t.Fatalf("record: %v", err)
-		}
-	}
+	stopRecordings(t, recs)
 	if loadErr != nil {
 		t.Fatal(loadErr)
 	}

@@ -44,16 +44,7 @@ func TestClusterJoin(t *testing.T) {
 		recs, dirs = append(recs, rec), append(dirs, d)
 	}
 	sum := clusterLoad(t, dir, c.Nodes[0].URL(), c.Nodes[1].URL(), c.Nodes[2].URL())
-	for _, rec := range recs {
-		if err := rec.Process.Signal(os.Interrupt); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, rec := range recs {
-		if err := rec.Wait(); err != nil {
-			t.Fatalf("record: %v", err)
-		}
-	}
+	stopRecordings(t, recs)
 	checkNode(t, dirs[0], "node1", c.Name, []string{"10.213.12.2:6222", "10.213.13.2:6222"})
 	cs := joinCluster(t, filepath.Join(dir, "join"), dirs...)
 	n := int64(sum.Sent)
@@ -110,6 +101,22 @@ func checkNode(t *testing.T, dir, name, cluster string, peers []string) {
 	n := m.Sources["peers"].Meta
 	if n.Name != name || n.NameFrom != "command line" || n.Cluster != cluster || !slices.Equal(slices.Sorted(slices.Values(n.Peers)), peers) {
 		t.Errorf("%s: node %+v, want %s of cluster %s with routes to %v", dir, n, name, cluster, peers)
+	}
+}
+
+// stopRecordings ends the recordings of a cluster's nodes as Ctrl-C does,
+// all at once, and waits for each to finish its files.
+func stopRecordings(t *testing.T, recs []*exec.Cmd) {
+	t.Helper()
+	for _, rec := range recs {
+		if err := rec.Process.Signal(os.Interrupt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, rec := range recs {
+		if err := rec.Wait(); err != nil {
+			t.Fatalf("record: %v", err)
+		}
 	}
 }
 
