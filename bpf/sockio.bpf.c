@@ -48,6 +48,9 @@ const volatile __u32 scan_limit = 0xffffffff; /* bytes scanned per call at most 
  * timer. A wake-up per record (the default) costs the traced call about a
  * microsecond and the reader a context switch per event. */
 const volatile __u64 wakeup_bytes = 1 << 20;
+/* enum bt_match: markers (the default) or protocol frames (frame.bpf.h). A
+ * constant, so that the verifier drops the mode not asked for. */
+const volatile __u32 match_mode = BT_MATCH_MARKER;
 
 /* Room in front of a chunk: the carried bytes, up to 24, end at HEAD, and
  * at least STRIDE - 1 bytes before them, so that the search around a
@@ -173,6 +176,36 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 #define SC_ARG4_CORE(r) BPF_CORE_READ(r, r10)
 #endif
 
+/*
+ * --match frame: one direction of one connection's protocol parser (the
+ * kernel side of package frame; docs/frame-matching.md). It lives in the
+ * map frames between calls and in the call's scan_ctx while the call is
+ * parsed. held is a record whose payload ended but whose trailer (CRLF)
+ * was not checked yet: a one-marker event, its header that of the call
+ * holding the payload's last byte, sent as it is once a later call brings
+ * the trailer.
+ */
+struct fstate {
+	__u64 pos;    /* stream offset of the next byte (exact only from a fresh connection) */
+	__u64 fp;     /* FNV-1a of the payload so far */
+	__u64 subj;   /* FNV-1a of the subject */
+	__u64 word;   /* the verb's bytes, upper-cased, shifted in */
+	__u64 num[2]; /* the last two fields as sizes: num[1] the last */
+	__u32 skip;   /* bytes to skip before the payload (NATS headers) */
+	__u32 remain; /* payload bytes left to hash */
+	__u32 len;    /* payload bytes hashed */
+	__u32 line;   /* bytes of the control line so far */
+	__u8 state;   /* enum fstate_st */
+	__u8 flags;   /* FF_* */
+	__u8 field;   /* fields of the line begun so far (the verb is 1) */
+	__u8 vlen;    /* bytes of the verb */
+	__u8 proto;   /* enum bt_proto */
+	__u8 dir;
+	__u8 tls;     /* bytes of a TLS record header matched at the in stream's start; 0xff: none */
+	__u8 _pad;
+	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
+};
+
 /* Per-CPU working state of the call being scanned. These programs never run
  * interleaved on one CPU: the sock tracepoints run with preemption off, and
  * the kernel skips (and counts, reported by the loader) a run of a program
@@ -205,6 +238,12 @@ struct scan_ctx {
 	 * end time; only a call with more than NEV * BT_MAX_MARKERS markers
 	 * sends some earlier. */
 	struct bt_event ev[NEV];
+	/* --match frame: the socket's parser for this call, and whether the
+	 * call's header is filled (fill_header) and the call found TLS. */
+	struct fstate fs;
+	__u64 f_at, f_end; /* frame_bytes's run */
+	__u32 filled;
+	__u32 tls_found;
 };
 
 struct carry_key {
@@ -652,6 +691,8 @@ static __always_inline void keep_tail(struct scan_ctx *c, __u32 start, __u32 end
 		carry_tail(start, end);
 }
 
+#include "frame.bpf.h"
+
 /*
  * scan_segment copies len bytes of user memory behind the carried bytes and
  * scans them. A global function, verified once. Returns -1 when the user
@@ -668,6 +709,12 @@ __noinline int scan_segment(__u64 uptr, __u64 len)
 	if (start < 0)
 		return -1;
 	__u32 end = HEAD + len;
+	if (match_mode == BT_MATCH_FRAME) {
+		struct bt_stats *st = get_stats();
+		if (st)
+			frame_segment(c, st, HEAD, end);
+		return 0;
+	}
 	/* Words at start, start + STRIDE, ...: a marker within [start, end)
 	 * holds one of them. Whole blocks first, then the tail. A small
 	 * chunk's blocks are scanned here, not in scan_words: on kernels with
@@ -960,6 +1007,60 @@ static __always_inline void count_other(struct bt_stats *st, __u32 dir, __u32 to
 	st->other_bytes[dir] += total;
 }
 
+/* frame_gap puts the parser out of sync after bytes it did not see (a call
+ * it could not read, or cut short): a held record is dropped. */
+static __always_inline void frame_gap(struct scan_ctx *c, __u32 gap)
+{
+	c->fs.pos += gap;
+	__u8 s = c->fs.state;
+	if (s == F_TLS || s == F_OFF)
+		return;
+	line_reset(&c->fs);
+	c->fs.flags &= ~(FF_HELD | FF_HELD_NOW);
+	c->fs.skip = 0;
+	c->fs.remain = 0;
+	c->fs.state = F_SYNC;
+}
+
+/*
+ * frame_call parses one traced call of the target (scan_call in frame
+ * mode): the socket's parser is copied into the call's context, the call's
+ * bytes walked as for markers, and the parser stored back.
+ */
+static __always_inline int frame_call(struct scan_ctx *c, struct bt_stats *st, struct sock *sk, __u32 dir,
+				      __u32 call, __u64 uptr, __u64 n, enum walk_kind kind, __u32 total, bool loop)
+{
+	struct carry_key key = { .sock = (__u64)sk, .dir = dir };
+	struct fstate *fv = frame_find(c, st, sk, &key);
+	if (!fv) {
+		st->frame_lost += 1;
+		st->unscanned[dir] += total;
+		return 0;
+	}
+	c->fs = *fv;
+	c->filled = 0;
+	c->tls_found = 0;
+	c->carry_len = 0;
+	start_call(c, sk, dir, call, total);
+	c->remaining = total < scan_limit ? total : scan_limit;
+	if (call == BT_CALL_OTHER) {
+		count_other(st, dir, total);
+		c->remaining = 0;
+	} else {
+		walk(c, uptr, n, kind, loop);
+		account(c, st, dir, total, total - (total < scan_limit ? total : scan_limit));
+	}
+	if (c->done < total)
+		frame_gap(c, total - c->done);
+	frame_hold(c);
+	if (c->found)
+		flush_events(c, st, false);
+	*fv = c->fs;
+	if (c->tls_found)
+		frame_tls(sk);
+	return 0;
+}
+
 /*
  * scan_call accounts one traced call of the target and scans its bytes.
  * loop: walk under bpf_loop (a constant per program: the other walk is
@@ -976,6 +1077,8 @@ static __always_inline int scan_call(struct sock *sk, __u32 dir, __u32 call, __u
 	dir &= 1;
 	st->calls[dir] += 1;
 	st->bytes[dir] += total;
+	if (match_mode == BT_MATCH_FRAME)
+		return frame_call(c, st, sk, dir, call, uptr, n, kind, total, loop);
 	if (call == BT_CALL_OTHER) {
 		count_other(st, dir, total);
 		return 0;
@@ -1356,5 +1459,29 @@ int BPF_PROG(floor_read_send, struct sock *sk, int ret, int flags)
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u64 w;
 	bpf_probe_read_user(&w, sizeof(w), (void *)SC_ARG2(regs));
+	return 0;
+}
+
+/* --match frame: a connection of a broker port that becomes established
+ * gets its parsers, from its first byte on (a socket whose first call finds
+ * none was open before the probe: it is parsed from a frame boundary on);
+ * one that closes takes them with it, so that a new socket at the same
+ * address starts afresh. Every TCP state change on the machine runs this. */
+#define TCP_ESTABLISHED 1
+#define TCP_CLOSE 7
+SEC("raw_tp/inet_sock_set_state")
+int frame_sockstate(__u64 *ctx)
+{
+	if (match_mode != BT_MATCH_FRAME)
+		return 0;
+	int state = (int)ctx[2];
+	struct carry_key key = { .sock = ctx[0], .dir = BT_DIR_IN };
+	if (state == TCP_CLOSE) {
+		bpf_map_delete_elem(&frames, &key);
+		key.dir = BT_DIR_OUT;
+		bpf_map_delete_elem(&frames, &key);
+	} else if (state == TCP_ESTABLISHED) {
+		frame_new((struct sock *)ctx[0]);
+	}
 	return 0;
 }

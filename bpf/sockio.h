@@ -39,13 +39,31 @@ enum bt_event_flags {
 /* Size classes of calls: class k holds calls that moved [2^k, 2^(k+1)) bytes. */
 #define BT_SIZE_CLASSES 32
 
+/* Protocols of --match frame (the Go reference: package frame, Proto). */
+enum bt_proto {
+	BT_PROTO_NONE = 0,
+	BT_PROTO_NATS = 1,
+	BT_PROTO_MQTT = 2,
+	BT_PROTO_STOMP = 3,
+	BT_PROTO_AMQP = 4,
+	BT_PROTO_REDIS = 5,
+};
+
+/* What the probe matches by: markers in the body, or protocol frames. */
+enum bt_match {
+	BT_MATCH_MARKER = 0,
+	BT_MATCH_FRAME = 1,
+};
+
 struct bt_marker {
+	/* The marker's id; with --match frame the message's key: the payload's
+	 * fingerprint combined with its subject's (frame.Record.Key). */
 	__u64 id;
-	/* Offset just past the marker's last byte within the bytes this call
-	 * moved. A marker that began in an earlier call on the same socket still
-	 * ends here, at end < BT_MARKER_LEN. */
+	/* Offset just past the marker's (frame: the payload's) last byte within
+	 * the bytes this call moved. A marker that began in an earlier call on
+	 * the same socket still ends here, at end < BT_MARKER_LEN. */
 	__u32 end;
-	__u32 _pad;
+	__u32 len; /* --match frame: the payload's length; 0 for markers */
 };
 
 /* One record per traced socket call that carried markers (calls without
@@ -95,6 +113,17 @@ struct bt_stats {
 	__u64 class_scanned[2][BT_SIZE_CLASSES];
 	__u64 class_unscanned[2][BT_SIZE_CLASSES];
 	__u64 class_markers[2][BT_SIZE_CLASSES];
+	/* --match frame (markers[] then counts message records). */
+	__u64 frames[2];          /* complete frames of any kind */
+	__u64 frame_bad[2];       /* invalid or oversized headers, wrong trailers */
+	__u64 frame_resyncs[2];   /* returns to a frame boundary after a bad frame or a gap */
+	__u64 frame_skipped[2];   /* bytes discarded while out of sync */
+	__u64 frame_encrypted[2]; /* bytes of TLS connections, not parsed */
+	__u64 frame_unparsed[2];  /* bytes of sockets of no protocol the parser knows */
+	__u64 frame_held[2];      /* records confirmed by a later call than their payload's end */
+	__u64 frame_joined;       /* sockets first seen mid-stream: parsed from a boundary on */
+	__u64 frame_tls;          /* sockets found encrypted */
+	__u64 frame_lost;         /* calls not parsed: no room for the socket's parser state */
 };
 
 #endif /* BROKERTRACE_SOCKIO_H */

@@ -24,8 +24,9 @@ type Message struct {
 	// delivered to three consumers leaves three times.
 	Copy uint32
 	// InSeq is the TCP sequence number just past the marker's last byte on
-	// the incoming connection: where in that stream the message ended.
-	InSeq uint32
+	// the incoming connection: where in that stream the message ended;
+	// OutSeq the same on the outgoing one.
+	InSeq, OutSeq uint32
 }
 
 // Latency is the time the message spent inside the broker.
@@ -38,7 +39,7 @@ func (m *Message) Row() recfile.Message {
 		InTID: m.InTID, OutTID: m.OutTID,
 		InLPort: m.InConn.LocalPort, InRPort: m.InConn.RemotePort,
 		OutLPort: m.OutConn.LocalPort, OutRPort: m.OutConn.RemotePort,
-		Copy: m.Copy,
+		Copy: m.Copy, InSeq: m.InSeq, OutSeq: m.OutSeq,
 	}
 }
 
@@ -121,7 +122,7 @@ func (m *Matcher) Add(io *events.IO) {
 			InTID: in.tid, OutTID: io.TID,
 			InConn:  events.Conn{Sock: in.sock, LocalPort: in.lport, RemotePort: in.rport},
 			OutConn: io.Conn,
-			Copy:    in.outs, InSeq: in.seq,
+			Copy:    in.outs, InSeq: in.seq, OutSeq: io.SeqEnd - io.Bytes + mk.End,
 		}
 		m.emit(&m.msg)
 	}

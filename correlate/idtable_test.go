@@ -108,7 +108,7 @@ func (r *refMatcher) add(x *events.IO, ttl int64) {
 		case x.Dir == events.Out && ok:
 			in.Copy++
 			r.ins[mk.ID] = in
-			in.TOut, in.OutTID, in.OutConn = x.Time, x.TID, x.Conn
+			in.TOut, in.OutTID, in.OutConn, in.OutSeq = x.Time, x.TID, x.Conn, x.SeqEnd-x.Bytes+mk.End
 			r.rows = append(r.rows, in)
 		case x.Dir == events.Out:
 			if t, ok := r.dead[mk.ID]; ok && t > x.Time-2*ttl {

@@ -60,6 +60,9 @@ type Marker struct {
 	// End is the offset just past the marker's last byte within the bytes
 	// the call moved; a marker begun by an earlier call ends below 20.
 	End uint32
+	// Len is, with matching by frame, the payload's length (ID is then
+	// the message's key, frame.Record.Key); 0 for a marker.
+	Len uint32
 }
 
 // IO is one socket call of the target that carried markers.

@@ -148,6 +148,20 @@ func (p Proto) String() string {
 	return fmt.Sprintf("proto(%d)", uint8(p))
 }
 
+// ParseProto is the protocol named as String names it ("nats").
+func ParseProto(name string) (Proto, error) {
+	for p := NATS; p <= Redis; p++ {
+		if p.String() == name {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown protocol %q (nats, mqtt, stomp, amqp or redis)", name)
+}
+
+// Kernel reports whether the kernel parser has the protocol: only its
+// sockets are parsed with --match frame, others are counted as unparsed.
+func (p Proto) Kernel() bool { return p == NATS }
+
 // Dir is the direction of a byte stream, seen from the broker.
 type Dir uint8
 
@@ -172,6 +186,14 @@ type Record struct {
 	Fingerprint uint64 // Hash of the payload
 	Subject     uint64 // Hash of the subject
 }
+
+// keyMix spreads the subject's hash over the key (Fibonacci hashing).
+const keyMix = 0x9e3779b97f4a7c15
+
+// Key is what matching by frame keys a message by, as the kernel parser
+// reports it: the payload's fingerprint combined with its subject's. A
+// publish and its deliveries have the same key.
+func (r Record) Key() uint64 { return r.Fingerprint ^ r.Subject*keyMix }
 
 // Counters count what a parser saw.
 type Counters struct {

@@ -2,12 +2,15 @@ package frame
 
 import (
 	"bytes"
-	"strconv"
 )
 
 // natsMachine parses the NATS client protocol: control lines ending in
 // CRLF (a bare LF is taken too), PUB/HPUB/MSG/HMSG followed by their
-// payload and CRLF.
+// payload and CRLF. The grammar is byte-wise, as the kernel parser reads
+// it: fields are separated by ASCII white space (space, \t, \r, \v, \f),
+// the verb is compared in ASCII upper case, sizes are decimal digits only,
+// and a line of more than MaxHeader bytes is bad however its bytes are
+// split into calls.
 type natsMachine struct {
 	crlf bool // a payload ended: CRLF comes next
 }
@@ -35,13 +38,12 @@ func (m *natsMachine) head(p *Parser, b []byte) (action, error) {
 	if i < 0 {
 		return more, nil
 	}
-	line := bytes.TrimSuffix(b[:i], []byte("\r"))
-	f := bytes.Fields(line)
-	if len(f) == 0 {
+	f := asciiFields(b[:i])
+	if len(f) == 0 || i >= MaxHeader {
 		return more, errBad
 	}
 	a := action{n: i + 1}
-	verb := string(bytes.ToUpper(f[0]))
+	verb := asciiUpper(f[0])
 	var subj []byte
 	var hdr, total int64
 	var ok bool
@@ -84,8 +86,8 @@ func natsArgs(f [][]byte, extra int, headers bool) (subj []byte, hdr, total int6
 	nums := f[len(f)-sizes:]
 	vals := make([]int64, len(nums))
 	for i, s := range nums {
-		v, err := strconv.ParseInt(string(s), 10, 64)
-		if err != nil || v < 0 || v > MaxPayload {
+		v, ok := digits(s)
+		if !ok {
 			return nil, 0, 0, false
 		}
 		vals[i] = v
@@ -99,4 +101,55 @@ func natsArgs(f [][]byte, extra int, headers bool) (subj []byte, hdr, total int6
 		total = vals[0]
 	}
 	return f[0], hdr, total, true
+}
+
+// asciiSpace marks the bytes that separate the fields of a NATS line.
+var asciiSpace = [256]bool{' ': true, '\t': true, '\r': true, '\v': true, '\f': true}
+
+// asciiFields splits line at runs of ASCII white space. Unlike
+// bytes.Fields it leaves non-ASCII bytes alone (U+0085 and U+00A0 are no
+// separators), as a byte-wise parser must.
+func asciiFields(line []byte) [][]byte {
+	var f [][]byte
+	for i := 0; i < len(line); {
+		for i < len(line) && asciiSpace[line[i]] {
+			i++
+		}
+		j := i
+		for j < len(line) && !asciiSpace[line[j]] {
+			j++
+		}
+		if j > i {
+			f = append(f, line[i:j])
+		}
+		i = j
+	}
+	return f
+}
+
+// asciiUpper upper-cases the ASCII letters of b only.
+func asciiUpper(b []byte) string {
+	u := make([]byte, len(b))
+	for i, c := range b {
+		if 'a' <= c && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		u[i] = c
+	}
+	return string(u)
+}
+
+// digits parses a size: one or more decimal digits (no sign), at most
+// MaxPayload.
+func digits(s []byte) (int64, bool) {
+	var v int64
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if v = v*10 + int64(c-'0'); v > MaxPayload {
+			return 0, false
+		}
+	}
+	return v, len(s) > 0
 }

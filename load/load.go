@@ -22,9 +22,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -68,6 +70,7 @@ func withDefaults(c Config) Config {
 	c.Size = cmp.Or(c.Size, DefaultSize)
 	c.Drain = cmp.Or(c.Drain, DefaultDrain)
 	c.Pattern = cmp.Or(c.Pattern, PatternRegular)
+	c.Payload = cmp.Or(c.Payload, PayloadFixed)
 	c.Burst = cmp.Or(c.Burst, DefaultBurst)
 	c.LateAfter = cmp.Or(c.LateAfter, DefaultLateAfter)
 	if c.IDBase == 0 {
@@ -109,6 +112,8 @@ func validate(c Config) error {
 		return configErrorf("late-after %v is invalid: give a duration ≥ 0", c.LateAfter)
 	case c.Size < marker.Len:
 		return configErrorf("size %d bytes is too small: every message carries a %d-byte marker, so size must be ≥ %d", c.Size, marker.Len, marker.Len)
+	case !slices.Contains(Payloads, c.Payload):
+		return configErrorf("payload %q is unknown: use %s", c.Payload, strings.Join(Payloads, ", "))
 	case c.Pattern != PatternRegular && c.Pattern != PatternBursty:
 		return configErrorf("pattern %q is unknown: use %q or %q", c.Pattern, PatternRegular, PatternBursty)
 	case c.Pattern == PatternBursty && c.Rate == 0:
@@ -144,6 +149,9 @@ func (c *consumer) onMessage(body []byte) {
 		return
 	}
 	id, ok := marker.Parse(body)
+	if !ok && len(body) >= marker.Len {
+		id, ok = marker.Parse(body[len(body)-marker.Len:])
+	}
 	if !ok {
 		if bytes.HasPrefix(body, probePrefix) {
 			c.probed.Store(true)
@@ -172,6 +180,7 @@ type producer struct {
 	intended []int64
 	send     []int64
 	body     []byte
+	rnd      *rand.Rand // json and random payloads
 
 	start int64
 	// Results of the loop, read after it finished.
@@ -228,7 +237,7 @@ func (p *producer) run(done <-chan struct{}) {
 				return
 			}
 		}
-		marker.Put(p.body, p.cfg.IDBase+uint64(i))
+		p.fill(p.cfg.IDBase + uint64(i))
 		tSend := monotime.Now()
 		if err := p.drv.Publish(p.body); err != nil {
 			if e := p.drv.Err(); e != nil {
@@ -435,7 +444,10 @@ func awaitSubscribers(ctx context.Context, p *producer, pubURL string, subs []*s
 	body := slices.Clone(p.body)
 	copy(body, probePrefix)
 	deadline := time.Now().Add(probeTimeout)
-	for {
+	for n := 1; ; n++ {
+		// Numbered, so that no two probes are alike: matching by frame
+		// sees them as messages, and alike ones as ambiguous.
+		strconv.AppendInt(body[:len(probePrefix)], int64(n%1e9), 10)
 		k := slices.IndexFunc(subs, func(s *subscriber) bool { return !s.cons.probed.Load() })
 		if k < 0 {
 			return nil
@@ -483,6 +495,7 @@ func newProducer(drv Driver, cfg Config, n int) *producer {
 		intended: make([]int64, n),
 		send:     make([]int64, n),
 		body:     make([]byte, cfg.Size),
+		rnd:      rand.New(rand.NewPCG(cfg.IDBase, uint64(cfg.Size))),
 	}
 	fillBody(p.body)
 	prefault(p.intended)

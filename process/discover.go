@@ -228,6 +228,10 @@ func discoverOne(fs procfs.FS, pid int, nsPorts map[uint64]map[uint64]bool, clai
 	return b, true
 }
 
+// Kind returns the kind of broker p is by its names ("nats", "mosquitto",
+// "redis", "activemq"…), or "" for none known.
+func Kind(p *Process) string { return brokerKind(p) }
+
 // brokerKind returns the kind of broker p is by its names, or "".
 func brokerKind(p *Process) string {
 	names := []string{p.Comm, filepath.Base(strings.TrimSuffix(p.Exe, " (deleted)"))}

@@ -59,6 +59,12 @@ type LoadOptions struct {
 	Drain time.Duration `json:"drain_ns"`
 	// Size is the body size in bytes, marker included (minimum marker.Len).
 	Size int `json:"size"`
+	// Payload is what the bodies hold: "fixed" (the default: the marker,
+	// then '.' filler), "json" (a JSON event with a timestamp, ids and
+	// fields, new per message) or "random" (random bytes, new per
+	// message). With json and random the marker is the body's last 20
+	// bytes, so that a message ends where its marker does.
+	Payload string `json:"payload,omitempty"`
 	// Pattern is PatternRegular (default) or PatternBursty.
 	Pattern string `json:"pattern"`
 	// Burst is the number of messages per burst for PatternBursty.

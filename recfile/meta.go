@@ -151,6 +151,12 @@ type Probe struct {
 	WalkReason string         `json:"scan_walk_reason"`
 	RingSize   int            `json:"ring_buffer_bytes"`
 	Stats      SocketCounters `json:"counters"`
+	// Match is what messages were matched by: "marker" (ids in the
+	// bodies) or "frame" (the protocol's frames, keyed by the payload's
+	// fingerprint and the subject's; messages.csv's id is that key).
+	// FramePorts are the ports parsed and their protocols.
+	Match      string            `json:"match"`
+	FramePorts map[string]string `json:"frame_ports,omitempty"`
 }
 
 // SourceMeta is a source's entry in meta.json.
@@ -205,6 +211,24 @@ type SocketCounters struct {
 	// SizeClasses break the scan down by the size of the call; only classes
 	// with calls are listed, in and out, smallest first.
 	SizeClasses []SizeClass `json:"size_classes,omitempty"`
+	// Frame is what the protocol parser counted with --match frame (Markers
+	// then counts message records).
+	Frame *FrameCounters `json:"frame,omitempty"`
+}
+
+// FrameCounters are the kernel protocol parser's counters ([in, out]): the
+// frames it recognised and every byte it could not parse, with why.
+type FrameCounters struct {
+	Frames    [2]uint64 `json:"frames"`          // complete frames of any kind
+	Bad       [2]uint64 `json:"bad"`             // invalid or oversized headers, wrong trailers
+	Resyncs   [2]uint64 `json:"resyncs"`         // returns to a frame boundary after a bad frame or a gap
+	Skipped   [2]uint64 `json:"skipped_bytes"`   // discarded while out of sync
+	Encrypted [2]uint64 `json:"encrypted_bytes"` // of TLS connections: not parsed
+	Unparsed  [2]uint64 `json:"unparsed_bytes"`  // of sockets of no protocol the parser has
+	Held      [2]uint64 `json:"held"`            // records whose trailer came in a later call
+	Joined    uint64    `json:"joined_sockets"`  // met mid-stream: parsed from a frame boundary on
+	TLS       uint64    `json:"tls_sockets"`     // found encrypted (a TLS record header first)
+	Lost      uint64    `json:"lost_calls"`      // not parsed: no room for the socket's parser state
 }
 
 // SizeClass is the socket probe's scan of the calls of one direction whose

@@ -42,6 +42,13 @@ type Message struct {
 	OutRPort uint16 `csv:"out_rport"`
 	// Copy numbers the copies of one message that left, from 1.
 	Copy uint32 `csv:"copy"`
+	// InSeq and OutSeq are the TCP sequence numbers just past the
+	// message's marker (frame: payload) on the connection it came in on
+	// and on the one it left on: where in each stream it ended, as a
+	// packet capture numbers the bytes. Recordings made before these
+	// columns existed lack them: read as 0.
+	InSeq  uint32 `csv:"in_seq" optional:""`
+	OutSeq uint32 `csv:"out_seq" optional:""`
 }
 
 // MessageColumns is the header row of messages.csv without the sources'
@@ -95,7 +102,8 @@ func appendMessage(b []byte, m *Message) []byte {
 		b = strconv.AppendInt(b, v, 10)
 	}
 	for _, v := range [...]uint64{uint64(m.InTID), uint64(m.OutTID),
-		uint64(m.InLPort), uint64(m.InRPort), uint64(m.OutLPort), uint64(m.OutRPort), uint64(m.Copy)} {
+		uint64(m.InLPort), uint64(m.InRPort), uint64(m.OutLPort), uint64(m.OutRPort), uint64(m.Copy),
+		uint64(m.InSeq), uint64(m.OutSeq)} {
 		b = append(b, ',')
 		b = strconv.AppendUint(b, v, 10)
 	}

@@ -39,6 +39,9 @@ type column struct {
 	kind  reflect.Kind // of the field, or of what it points to
 	ptr   bool
 	prec  int
+	// optional: a file may lack the column (tag optional): older
+	// versions did not write it.
+	optional bool
 }
 
 var layouts sync.Map // reflect.Type → []column
@@ -61,6 +64,7 @@ func layout(t reflect.Type) []column {
 		if p, ok := f.Tag.Lookup("prec"); ok {
 			c.prec, _ = strconv.Atoi(p)
 		}
+		_, c.optional = f.Tag.Lookup("optional")
 		cols = append(cols, c)
 	}
 	layouts.Store(t, cols)
@@ -223,6 +227,9 @@ func ScanTable[T any](path string, fn func(*T) error) error {
 			return &ScanError{Path: path, Line: line, Fields: len(rec), Header: len(hdr), Err: err}
 		}
 		for i, c := range cols {
+			if idx[i] < 0 {
+				continue
+			}
 			if err := parseField(v.Field(c.index), c, rec[idx[i]]); err != nil {
 				return &ScanError{Path: path, Line: line, Column: c.name, Value: rec[idx[i]], Err: err}
 			}
@@ -285,10 +292,14 @@ func columnIndex(hdr []string, cols []column) (idx []int, missing string) {
 	idx = make([]int, len(cols))
 	for i, c := range cols {
 		k, ok := at[c.name]
-		if !ok {
+		switch {
+		case ok:
+			idx[i] = k
+		case c.optional:
+			idx[i] = -1 // a column files of older versions lack: left zero
+		default:
 			return nil, c.name
 		}
-		idx[i] = k
 	}
 	return idx, ""
 }

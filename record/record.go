@@ -20,6 +20,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/frame"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/privs"
@@ -42,6 +43,11 @@ type Config struct {
 	ScanLimit  int
 	RingSize   int
 	Path       sockio.Path
+	// Match is what messages are matched by: markers (the default) or
+	// protocol frames; FramePorts the broker ports' protocols for frames,
+	// by default those of the target's listeners on well-known ports.
+	Match      sockio.Match
+	FramePorts map[uint16]frame.Proto
 	// Live receives the "brokertrace: attached" line and, every
 	// LiveInterval, a status line; nil for none.
 	Live         io.Writer
@@ -134,14 +140,18 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer r.closeOutput()
 	var err error
-	r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize})
+	ports, err := r.framePorts()
+	if err == nil {
+		r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize,
+			Match: cfg.Match, FramePorts: ports})
+	}
 	if err != nil {
 		r.mw.Close()
 		return nil, err
 	}
 	defer r.tr.Close()
 	r.meta.Probe = recfile.Probe{ProbePath: r.tr.PathMeta(), Walk: string(r.tr.Walk()), WalkReason: r.tr.WalkReason(),
-		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize}
+		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: string(r.tr.Match()), FramePorts: portNames(ports)}
 	r.meta.StartNs = monotime.Now()
 	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
 	r.meta.Clock = &recfile.Clock{}

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/brokertrace/brokertrace/frame"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/source"
 
@@ -43,6 +44,8 @@ type recordFlags struct {
 	ScanLimit int           `json:"scan_limit"`
 	RingSize  int           `json:"ring_size"`
 	ProbePath string        `json:"probe_path"`
+	Match     string        `json:"match"`
+	FramePort []string      `json:"frame_ports,omitempty"`
 	Quiet     bool          `json:"quiet"`
 	JSON      bool          `json:"json"`
 	Window    time.Duration `json:"window_ns"`
@@ -83,6 +86,8 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.StringVar(&f.Out, "out", "", "recording directory (default brokertrace-YYYYMMDD-HHMMSS)")
 	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers, the rest counted as unscanned; 0: every byte")
 	fl.IntVar(&f.RingSize, "ring-size", 16<<20, "ring buffer size in bytes (a power of two)")
+	fl.StringVar(&f.Match, "match", string(sockio.MatchMarker), "match each message read with its copies written by: marker (BTID + 16 hex digits in the body, as brokertrace load sends) or frame (the broker protocol's frames, keyed by a fingerprint of the payload and the subject, computed in the kernel: production traffic without markers; NATS so far)")
+	fl.StringSliceVar(&f.FramePort, "frame-port", nil, "with --match frame: a broker port and its protocol, PORT=PROTO (4222=nats), repeatable; default: the broker's listeners on well-known ports")
 	fl.StringVar(&f.ProbePath, "probe-path", "auto", "socket probe hooks: auto, sock (tracepoints, Linux 6.3+) or syscalls")
 	fl.DurationVar(&f.Window, "window", 100*time.Millisecond, "window of the time series (sched.csv, cpu.csv, net.csv)")
 	fl.BoolVar(&f.Quiet, "quiet", false, "no live status lines (the attached line is still printed)")
@@ -199,6 +204,35 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 	return recordWith(ctx, cmd, f, proc, by, what)
 }
 
+// matchFlags parses --match and --frame-port.
+func matchFlags(f recordFlags) (sockio.Match, map[uint16]frame.Proto, error) {
+	m := sockio.Match(f.Match)
+	switch m {
+	case "":
+		m = sockio.MatchMarker
+	case sockio.MatchMarker, sockio.MatchFrame:
+	default:
+		return "", nil, fmt.Errorf("--match must be marker or frame, not %q", f.Match)
+	}
+	if len(f.FramePort) > 0 && m != sockio.MatchFrame {
+		return "", nil, errors.New("--frame-port needs --match frame")
+	}
+	ports := map[uint16]frame.Proto{}
+	for _, pp := range f.FramePort {
+		port, name, ok := strings.Cut(pp, "=")
+		n, err := strconv.ParseUint(port, 10, 16)
+		if !ok || err != nil || n == 0 {
+			return "", nil, fmt.Errorf("--frame-port %q: want PORT=PROTO, 4222=nats", pp)
+		}
+		proto, err := frame.ParseProto(name)
+		if err != nil {
+			return "", nil, fmt.Errorf("--frame-port %q: %w", pp, err)
+		}
+		ports[uint16(n)] = proto
+	}
+	return m, ports, nil
+}
+
 // checkRecordFlags validates the flags shared by record and run.
 func checkRecordFlags(f recordFlags) error {
 	switch f.ProbePath {
@@ -211,6 +245,9 @@ func checkRecordFlags(f recordFlags) error {
 	}
 	if f.ScanLimit < 0 {
 		return withCode(exitUsage, errors.New("record: --scan-limit must be 0 (every byte) or positive"))
+	}
+	if _, _, err := matchFlags(f); err != nil {
+		return withCode(exitUsage, fmt.Errorf("record: %w", err))
 	}
 	if f.Discard && f.Out != "" {
 		return withCode(exitUsage, errors.New("record: --discard writes no files; drop --out"))
@@ -314,8 +351,10 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		defer pf.Close()
 		observers = append(observers, pf)
 	}
+	match, framePorts, _ := matchFlags(f)
 	ran = true
 	res, err := record.Run(ctx, record.Config{
+		Match: match, FramePorts: framePorts,
 		Target: proc, SelectedBy: by, Selector: what,
 		Out: f.Out, Duration: f.Duration, ScanLimit: f.ScanLimit, RingSize: f.RingSize,
 		Path: path, Live: live, LiveInterval: interval, Options: f,
@@ -330,6 +369,8 @@ func recordWith(ctx context.Context, cmd *cobra.Command, f recordFlags, proc *pr
 		return nil
 	case errors.Is(err, probes.ErrPrivilege), errors.Is(err, probes.ErrKernel):
 		return withCode(exitNoPriv, err)
+	case errors.Is(err, record.ErrNoFramePorts):
+		return withCode(exitUsage, err)
 	default:
 		return withCode(exitFailure, err)
 	}

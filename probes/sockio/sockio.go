@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"unsafe"
 
 	"github.com/cilium/ebpf"
@@ -15,6 +16,7 @@ import (
 	"github.com/cilium/ebpf/features"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/frame"
 	"github.com/brokertrace/brokertrace/probes"
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -48,6 +50,19 @@ const (
 	WalkBounded Walk = "bounded"
 )
 
+// Match says what the probe matches messages by.
+type Match string
+
+const (
+	// MatchMarker finds the BTID markers producers put in message bodies
+	// (the default).
+	MatchMarker Match = "marker"
+	// MatchFrame parses the broker protocol's frames and reports a key
+	// per message: its payload's fingerprint with its subject's (package
+	// frame is the reference of the kernel parser).
+	MatchFrame Match = "frame"
+)
+
 // Options configure a Tracer; the field names are those of every loader
 // (see package probes).
 type Options struct {
@@ -56,6 +71,10 @@ type Options struct {
 	Walk      Walk // WalkAuto by default; WalkBounded only on PathSyscalls
 	ScanLimit int  // bytes scanned per call at most; 0 (DefaultScanLimit): every byte
 	RingSize  int  // ring buffer bytes, a power of two ≥ page size; 0 means 16 MiB
+	Match     Match
+	// FramePorts maps the broker's TCP ports to their protocol, for
+	// MatchFrame: a socket takes its local port's, else its remote one's.
+	FramePorts map[uint16]frame.Proto
 }
 
 // DefaultScanLimit, 0, scans every byte of every call; a positive
@@ -70,7 +89,11 @@ type Tracer struct {
 	probes.Common
 	walk    Walk
 	walkWhy string
+	match   Match
 }
+
+// Match says what the probe matches messages by.
+func (t *Tracer) Match() Match { return t.match }
 
 // Walk says how the loaded probe walks a call's bytes (meta.json records
 // it, since the bounded walk can leave bytes unscanned).
@@ -100,6 +123,10 @@ var hooks = map[Path][]probes.Hook{
 	PathSyscalls: {{Prog: sockioProgSysExit, Tracepoint: "sys_exit"}},
 }
 
+// stateHook gives new connections their parsers in frame mode, and drops
+// those of closed ones.
+var stateHook = probes.Hook{Prog: sockioProgFrameSockstate, Tracepoint: "inet_sock_set_state"}
+
 // boundedHooks replace the syscalls path's hooks on kernels without bpf_loop.
 var boundedHooks = []probes.Hook{{Prog: sockioProgSysExitBounded, Tracepoint: "sys_exit"}}
 
@@ -118,7 +145,11 @@ func Open(opts Options) (*Tracer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Tracer{Common: c, walk: walk.walk, walkWhy: walk.why}, nil
+	match := opts.Match
+	if match == "" {
+		match = MatchMarker
+	}
+	return &Tracer{Common: c, walk: walk.walk, walkWhy: walk.why, match: match}, nil
 }
 
 // walkChoice is a walk and why it was taken.
@@ -166,9 +197,13 @@ func open(opts Options, path Path) (*probes.Probe, walkChoice, error) {
 	if opts.ScanLimit <= 0 || opts.ScanLimit > 1<<32-1 {
 		limit = 1<<32 - 1
 	}
-	err = probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(opts.PID), sockioVarScanLimit: limit})
+	err = probes.SetVars(spec, map[string]any{sockioVarTargTgid: uint32(opts.PID), sockioVarScanLimit: limit,
+		sockioVarMatchMode: matchMode(opts.Match)})
 	if err == nil {
 		err = probes.SizeRing(spec, sockioMapEvents, opts.RingSize)
+	}
+	if err == nil {
+		err = framePorts(spec, opts)
 	}
 	if err != nil {
 		return nil, none, fmt.Errorf("sockio: %w", err)
@@ -182,8 +217,40 @@ func open(opts Options, path Path) (*probes.Probe, walkChoice, error) {
 	if walk.walk == WalkBounded {
 		h = boundedHooks
 	}
+	if opts.Match == MatchFrame {
+		h = append(slices.Clone(h), stateHook)
+	} else {
+		spec.Maps[sockioMapFrames].MaxEntries = 1 // preallocated: 16 MiB of kernel memory in frame mode
+	}
 	p, err := probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: h, Ring: sockioMapEvents})
 	return p, walk, err
+}
+
+// matchMode is enum bt_match of bpf/sockio.h.
+func matchMode(m Match) uint32 {
+	if m == MatchFrame {
+		return 1
+	}
+	return 0
+}
+
+// framePorts puts the port → protocol table in the map the kernel parser
+// reads at a socket's first call: it is there before any program runs.
+func framePorts(spec *ebpf.CollectionSpec, opts Options) error {
+	m := spec.Maps[sockioMapFramePorts]
+	if opts.Match != MatchFrame {
+		return nil
+	}
+	if len(opts.FramePorts) == 0 {
+		return errors.New("matching by frame needs the broker's ports and their protocols")
+	}
+	if len(opts.FramePorts) > int(m.MaxEntries) {
+		return fmt.Errorf("matching by frame takes at most %d ports, got %d", m.MaxEntries, len(opts.FramePorts))
+	}
+	for port, proto := range opts.FramePorts {
+		m.Contents = append(m.Contents, ebpf.MapKV{Key: port, Value: uint8(proto)})
+	}
+	return nil
 }
 
 // Read delivers events to fn until ctx ends; then it detaches the probe and
@@ -241,7 +308,7 @@ func decode(raw []byte, io *events.IO) bool {
 	io.Markers = io.Markers[:0]
 	for i := 0; i < n; i++ {
 		m := &h.Markers[i]
-		io.Markers = append(io.Markers, events.Marker{ID: m.Id, End: m.End})
+		io.Markers = append(io.Markers, events.Marker{ID: m.Id, End: m.End, Len: m.Len})
 	}
 	return true
 }
@@ -272,8 +339,31 @@ func (t *Tracer) Stats() (Stats, error) {
 		s.CarryLost += c.CarryLost
 	}
 	s.SizeClasses, s.MissedMarkersEst = sizeClasses(per, s)
+	if t.match == MatchFrame {
+		s.Frame = frameCounters(per)
+	}
 	s.Missed = t.Probe.Missed()
 	return s, nil
+}
+
+// frameCounters sums the per-CPU counters of the protocol parser.
+func frameCounters(per []sockioBtStats) *recfile.FrameCounters {
+	var f recfile.FrameCounters
+	for _, c := range per {
+		for d := range 2 {
+			f.Frames[d] += c.Frames[d]
+			f.Bad[d] += c.FrameBad[d]
+			f.Resyncs[d] += c.FrameResyncs[d]
+			f.Skipped[d] += c.FrameSkipped[d]
+			f.Encrypted[d] += c.FrameEncrypted[d]
+			f.Unparsed[d] += c.FrameUnparsed[d]
+			f.Held[d] += c.FrameHeld[d]
+		}
+		f.Joined += c.FrameJoined
+		f.TLS += c.FrameTls
+		f.Lost += c.FrameLost
+	}
+	return &f
 }
 
 // sizeClasses sums the per-CPU size classes and estimates the markers in

@@ -36,7 +36,7 @@ type sockioBtMarker struct {
 	_   structs.HostLayout
 	Id  uint64
 	End uint32
-	Pad uint32
+	Len uint32
 }
 
 type sockioBtStats struct {
@@ -58,6 +58,16 @@ type sockioBtStats struct {
 	ClassScanned   [2][32]uint64
 	ClassUnscanned [2][32]uint64
 	ClassMarkers   [2][32]uint64
+	Frames         [2]uint64
+	FrameBad       [2]uint64
+	FrameResyncs   [2]uint64
+	FrameSkipped   [2]uint64
+	FrameEncrypted [2]uint64
+	FrameUnparsed  [2]uint64
+	FrameHeld      [2]uint64
+	FrameJoined    uint64
+	FrameTls       uint64
+	FrameLost      uint64
 }
 
 type sockioCarryKey struct {
@@ -77,6 +87,28 @@ type sockioCarryVal struct {
 	Bytes [3]uint64
 	Len   uint32
 	Lru   uint32
+}
+
+type sockioFstate struct {
+	_      structs.HostLayout
+	Pos    uint64
+	Fp     uint64
+	Subj   uint64
+	Word   uint64
+	Num    [2]uint64
+	Skip   uint32
+	Remain uint32
+	Len    uint32
+	Line   uint32
+	State  uint8
+	Flags  uint8
+	Field  uint8
+	Vlen   uint8
+	Proto  uint8
+	Dir    uint8
+	Tls    uint8
+	Pad    uint8
+	Held   [64]uint8
 }
 
 type sockioScanCtx struct {
@@ -105,9 +137,14 @@ type sockioScanCtx struct {
 		IovBase uint64
 		IovLen  uint64
 	}
-	Fault uint32
-	_     [4]byte
-	Ev    [8]sockioBtEvent
+	Fault    uint32
+	_        [4]byte
+	Ev       [8]sockioBtEvent
+	Fs       sockioFstate
+	F_at     uint64
+	F_end    uint64
+	Filled   uint32
+	TlsFound uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -116,6 +153,8 @@ type sockioScanCtx struct {
 const (
 	sockioMapCarries          = "carries"
 	sockioMapEvents           = "events"
+	sockioMapFramePorts       = "frame_ports"
+	sockioMapFrames           = "frames"
 	sockioMapScratch          = "scratch"
 	sockioMapSkCarries        = "sk_carries"
 	sockioMapStats            = "stats"
@@ -123,6 +162,7 @@ const (
 	sockioProgFloorSockRecv   = "floor_sock_recv"
 	sockioProgFloorSockSend   = "floor_sock_send"
 	sockioProgFloorSysExit    = "floor_sys_exit"
+	sockioProgFrameSockstate  = "frame_sockstate"
 	sockioProgSockRecv        = "sock_recv"
 	sockioProgSockSend        = "sock_send"
 	sockioProgSysExit         = "sys_exit"
@@ -130,6 +170,7 @@ const (
 	sockioProgSysExitRecvmmsg = "sys_exit_recvmmsg"
 	sockioProgSysExitSendmmsg = "sys_exit_sendmmsg"
 	sockioProgSysExitSplice   = "sys_exit_splice"
+	sockioVarMatchMode        = "match_mode"
 	sockioVarScanLimit        = "scan_limit"
 	sockioVarTargTgid         = "targ_tgid"
 	sockioVarUnusedEvent      = "unused_event"
@@ -183,6 +224,7 @@ type sockioProgramSpecs struct {
 	FloorSockRecv   *ebpf.ProgramSpec `ebpf:"floor_sock_recv"`
 	FloorSockSend   *ebpf.ProgramSpec `ebpf:"floor_sock_send"`
 	FloorSysExit    *ebpf.ProgramSpec `ebpf:"floor_sys_exit"`
+	FrameSockstate  *ebpf.ProgramSpec `ebpf:"frame_sockstate"`
 	SockRecv        *ebpf.ProgramSpec `ebpf:"sock_recv"`
 	SockSend        *ebpf.ProgramSpec `ebpf:"sock_send"`
 	SysExit         *ebpf.ProgramSpec `ebpf:"sys_exit"`
@@ -196,17 +238,20 @@ type sockioProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioMapSpecs struct {
-	Carries   *ebpf.MapSpec `ebpf:"carries"`
-	Events    *ebpf.MapSpec `ebpf:"events"`
-	Scratch   *ebpf.MapSpec `ebpf:"scratch"`
-	SkCarries *ebpf.MapSpec `ebpf:"sk_carries"`
-	Stats     *ebpf.MapSpec `ebpf:"stats"`
+	Carries    *ebpf.MapSpec `ebpf:"carries"`
+	Events     *ebpf.MapSpec `ebpf:"events"`
+	FramePorts *ebpf.MapSpec `ebpf:"frame_ports"`
+	Frames     *ebpf.MapSpec `ebpf:"frames"`
+	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
+	SkCarries  *ebpf.MapSpec `ebpf:"sk_carries"`
+	Stats      *ebpf.MapSpec `ebpf:"stats"`
 }
 
 // sockioVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioVariableSpecs struct {
+	MatchMode   *ebpf.VariableSpec `ebpf:"match_mode"`
 	ScanLimit   *ebpf.VariableSpec `ebpf:"scan_limit"`
 	TargTgid    *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
@@ -234,17 +279,21 @@ func (o *sockioObjects) Close() error {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioMaps struct {
-	Carries   *ebpf.Map `ebpf:"carries"`
-	Events    *ebpf.Map `ebpf:"events"`
-	Scratch   *ebpf.Map `ebpf:"scratch"`
-	SkCarries *ebpf.Map `ebpf:"sk_carries"`
-	Stats     *ebpf.Map `ebpf:"stats"`
+	Carries    *ebpf.Map `ebpf:"carries"`
+	Events     *ebpf.Map `ebpf:"events"`
+	FramePorts *ebpf.Map `ebpf:"frame_ports"`
+	Frames     *ebpf.Map `ebpf:"frames"`
+	Scratch    *ebpf.Map `ebpf:"scratch"`
+	SkCarries  *ebpf.Map `ebpf:"sk_carries"`
+	Stats      *ebpf.Map `ebpf:"stats"`
 }
 
 func (m *sockioMaps) Close() error {
 	return _SockioClose(
 		m.Carries,
 		m.Events,
+		m.FramePorts,
+		m.Frames,
 		m.Scratch,
 		m.SkCarries,
 		m.Stats,
@@ -255,6 +304,7 @@ func (m *sockioMaps) Close() error {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioVariables struct {
+	MatchMode   *ebpf.Variable `ebpf:"match_mode"`
 	ScanLimit   *ebpf.Variable `ebpf:"scan_limit"`
 	TargTgid    *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
@@ -270,6 +320,7 @@ type sockioPrograms struct {
 	FloorSockRecv   *ebpf.Program `ebpf:"floor_sock_recv"`
 	FloorSockSend   *ebpf.Program `ebpf:"floor_sock_send"`
 	FloorSysExit    *ebpf.Program `ebpf:"floor_sys_exit"`
+	FrameSockstate  *ebpf.Program `ebpf:"frame_sockstate"`
 	SockRecv        *ebpf.Program `ebpf:"sock_recv"`
 	SockSend        *ebpf.Program `ebpf:"sock_send"`
 	SysExit         *ebpf.Program `ebpf:"sys_exit"`
@@ -285,6 +336,7 @@ func (p *sockioPrograms) Close() error {
 		p.FloorSockRecv,
 		p.FloorSockSend,
 		p.FloorSysExit,
+		p.FrameSockstate,
 		p.SockRecv,
 		p.SockSend,
 		p.SysExit,

@@ -1,0 +1,582 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * --match frame: the in-kernel protocol parser of the socket probe
+ * (docs/frame-matching.md). Included by sockio.bpf.c, whose scan_call()
+ * stages each chunk of a call's bytes in the per-CPU scratch buffer; in
+ * frame mode frame_segment() parses the chunk instead of scanning it for
+ * markers. Only a record per message leaves the kernel: the key (the
+ * payload's FNV-1a 64 combined with its subject's), the payload's length
+ * and where it ended in the call. Never a payload byte.
+ *
+ * The grammar is that of package frame, the Go reference, byte for byte:
+ * its fuzz target compares the two on the same streams split at random.
+ * Built: NATS. The other protocols' sockets are counted as unparsed.
+ *
+ * Every step keeps its state in the per-CPU scan_ctx (fs), read and written
+ * through a volatile pointer, so that the verifier meets the same register
+ * state at the head of the byte loop from every branch of the state machine
+ * and walks the loop once per iteration, not once per path.
+ */
+#ifndef BROKERTRACE_FRAME_BPF_H
+#define BROKERTRACE_FRAME_BPF_H
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+#define KEY_MIX 0x9e3779b97f4a7c15ULL /* frame.Record.Key */
+#define MAX_HEADER 4096                /* frame.MaxHeader */
+#define MAX_PAYLOAD (1 << 28)          /* frame.MaxPayload */
+#define FRAME_RUN 64                   /* header bytes per frame_bytes call */
+#define FRAME_STEPS 1024               /* steps per chunk: bulk runs and header runs */
+
+enum fstate_st {
+	F_LINE = 0, /* a control line */
+	F_PAYLOAD,  /* skip, then hash remain bytes */
+	F_CR,       /* the payload's trailer: '\r' */
+	F_LF,       /* ... and '\n' */
+	F_SYNC,     /* out of sync: discard through the next '\n' */
+	F_TLS,      /* encrypted: count, parse nothing */
+	F_OFF,      /* no protocol the parser knows: count, parse nothing */
+};
+
+#define FF_INFIELD 1  /* inside a field of the line */
+#define FF_NUM0 2     /* num[0] is a valid size */
+#define FF_NUM1 4     /* num[1] is a valid size so far */
+#define FF_HELD 8     /* a record waits for its trailer */
+#define FF_HELD_NOW 16 /* ... and its payload ended in this call */
+
+/* frame_ports maps a broker's TCP port to the protocol spoken on it; a
+ * socket's protocol is that of its local port, else of its remote one. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u16);
+	__type(value, __u8);
+} frame_ports SEC(".maps");
+
+/* The parsers of the sockets, per direction (key: the socket and dir). LRU,
+ * so that a socket closed mid-frame does not pin its entry. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct carry_key);
+	__type(value, struct fstate);
+} frames SEC(".maps");
+
+typedef volatile struct fstate vfs_t;
+
+static __always_inline __u64 frame_key(__u64 fp, __u64 subj)
+{
+	return fp ^ (subj * KEY_MIX);
+}
+
+/* line_reset readies the parser for the next control line. */
+static __always_inline void line_reset(vfs_t *fs)
+{
+	fs->state = F_LINE;
+	fs->line = 0;
+	fs->field = 0;
+	fs->vlen = 0;
+	fs->word = 0;
+	fs->subj = FNV_OFFSET;
+	fs->num[0] = 0;
+	fs->num[1] = 0;
+	fs->flags &= ~(FF_INFIELD | FF_NUM0 | FF_NUM1);
+}
+
+/* frame_bad counts a bad frame whose skipped bytes are counted by the
+ * caller, drops a held record and starts resynchronising. */
+static __always_inline void frame_bad(vfs_t *fs, struct bt_stats *st, __u32 d)
+{
+	st->frame_bad[d] += 1;
+	line_reset(fs);
+	fs->flags &= ~(FF_HELD | FF_HELD_NOW);
+	fs->skip = 0;
+	fs->remain = 0;
+	fs->state = F_SYNC;
+}
+
+/* payload_end holds the record whose payload ends at buf[o] (exclusive)
+ * until its trailer is checked. */
+static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
+{
+	if (!c->filled) {
+		fill_header(c);
+		c->filled = 1;
+	}
+	struct bt_marker *m = (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)];
+	m->id = frame_key(fs->fp, fs->subj);
+	m->end = c->seg_base + o - HEAD;
+	m->len = fs->len;
+	fs->flags |= FF_HELD | FF_HELD_NOW;
+	fs->state = F_CR;
+}
+
+/* stage_record adds a record of this call to its events (as try_marker
+ * adds a marker). */
+static __always_inline void stage_record(struct scan_ctx *c, struct bt_stats *st, struct bt_marker *m)
+{
+	__u32 i = MASK(c->nev, NEV - 1);
+	__u32 k = c->ev[i].nr_markers;
+	if (k >= BT_MAX_MARKERS) {
+		if (i < NEV - 1) {
+			__u32 n = MASK(i + 1, NEV - 1);
+			__builtin_memcpy(&c->ev[n], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
+			c->nev = i = n;
+		} else {
+			flush_events(c, st, true);
+			i = 0;
+		}
+		c->ev[i].nr_markers = 0;
+		k = 0;
+	}
+	i = MASK(i, NEV - 1);
+	k = MASK(k, BT_MAX_MARKERS - 1);
+	c->ev[i].markers[k] = *m;
+	c->ev[i].nr_markers = k + 1;
+	c->found += 1;
+}
+
+/* frame_confirm sends the held record once its trailer is checked: with
+ * this call's events if its payload ended in this call, else as the
+ * one-marker event of the call it ended in. A global function, so that
+ * the byte loop's verification does not walk the event staging. */
+__noinline int frame_confirm(__u32 d)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	d &= 1;
+	st->frames[d] += 1;
+	__u8 fl = c->fs.flags;
+	c->fs.flags = fl & ~(FF_HELD | FF_HELD_NOW);
+	if (!(fl & FF_HELD))
+		return 0;
+	st->markers[d] += 1;
+	if (fl & FF_HELD_NOW) {
+		stage_record(c, st, (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)]);
+		return 0;
+	}
+	st->frame_held[d] += 1;
+	if (bpf_ringbuf_output(&events, c->fs.held, sizeof(c->fs.held), 0) == 0) {
+		st->events += 1;
+	} else {
+		st->dropped_events += 1;
+		st->dropped_markers += 1;
+	}
+	return 0;
+}
+
+static __always_inline bool nats_space(__u8 ch)
+{
+	return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
+}
+
+/* Verbs as nats_eol sees them: the bytes nats_line shifted into word (ASCII
+ * upper case), with the verb's length in the top byte, so that leading NUL
+ * bytes count. No verb is longer than 7 bytes. */
+#define V_(n, w) ((w) | ((__u64)(n) << 56))
+#define B3(a, b, c) (((__u64)(a) << 16) | ((__u64)(b) << 8) | (c))
+#define B4(a, b, c, d) ((B3(a, b, c) << 8) | (d))
+#define B5(a, b, c, d, e) ((B4(a, b, c, d) << 8) | (e))
+#define W3(a, b, c) V_(3, B3(a, b, c))
+#define W4(a, b, c, d) V_(4, B4(a, b, c, d))
+#define W5(a, b, c, d, e) V_(5, B5(a, b, c, d, e))
+#define W7(a, b, c, d, e, f, g) V_(7, (((B5(a, b, c, d, e) << 8) | (f)) << 8) | (g))
+
+/* nats_begin starts the payload of a PUB/HPUB/MSG/HMSG whose line ended at
+ * buf[o] (exclusive): hdr header bytes to skip, then total - hdr to hash. */
+static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, __u64 hdr, __u64 total)
+{
+	fs->skip = hdr;
+	fs->remain = total - hdr;
+	fs->len = 0;
+	fs->fp = FNV_OFFSET;
+	fs->state = F_PAYLOAD;
+	if (hdr == 0 && total == 0)
+		payload_end(c, fs, o);
+}
+
+/* nats_eol takes the '\n' at buf[o - 1] that ends a control line. */
+static __always_inline void nats_eol(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 o, __u32 d)
+{
+	__u32 nf = fs->field;
+	__u32 line = fs->line;
+	__u64 w = fs->vlen <= 7 ? V_(fs->vlen, fs->word) : 0;
+	__u8 fl = fs->flags;
+	bool n1 = fl & FF_NUM1, n0 = fl & FF_NUM0;
+	__u64 v0 = fs->num[0], v1 = fs->num[1];
+	if (d == BT_DIR_IN) {
+		if (w == W3('P', 'U', 'B') && (nf == 3 || nf == 4) && n1) {
+			nats_begin(c, fs, o, 0, v1);
+			return;
+		}
+		if (w == W4('H', 'P', 'U', 'B') && (nf == 4 || nf == 5) && n0 && n1 && v0 <= v1) {
+			nats_begin(c, fs, o, v0, v1);
+			return;
+		}
+		if (nf > 0 && (w == W7('C', 'O', 'N', 'N', 'E', 'C', 'T') || w == W3('S', 'U', 'B') ||
+			       w == W5('U', 'N', 'S', 'U', 'B') || w == W4('P', 'I', 'N', 'G') ||
+			       w == W4('P', 'O', 'N', 'G'))) {
+			st->frames[d] += 1;
+			line_reset(fs);
+			return;
+		}
+	} else {
+		if (w == W3('M', 'S', 'G') && (nf == 4 || nf == 5) && n1) {
+			nats_begin(c, fs, o, 0, v1);
+			return;
+		}
+		if (w == W4('H', 'M', 'S', 'G') && (nf == 5 || nf == 6) && n0 && n1 && v0 <= v1) {
+			nats_begin(c, fs, o, v0, v1);
+			return;
+		}
+		if (nf > 0 && (w == W4('I', 'N', 'F', 'O') || w == W3('+', 'O', 'K') || w == W4('-', 'E', 'R', 'R') ||
+			       w == W4('P', 'I', 'N', 'G') || w == W4('P', 'O', 'N', 'G'))) {
+			st->frames[d] += 1;
+			line_reset(fs);
+			return;
+		}
+	}
+	/* A bad line. The reference skips its first byte and resumes after
+	 * the next '\n': this one, unless the line was that '\n' alone. */
+	frame_bad(fs, st, d);
+	st->frame_skipped[d] += line + 1;
+	if (line > 0) {
+		st->frame_resyncs[d] += 1;
+		fs->state = F_LINE;
+	}
+}
+
+/* nats_line takes one byte of a control line other than its '\n'. */
+static __always_inline void nats_line(vfs_t *fs, struct bt_stats *st, __u8 ch, __u32 d)
+{
+	__u32 line = fs->line + 1;
+	fs->line = line;
+	if (line >= MAX_HEADER) {
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += line;
+		return;
+	}
+	if (nats_space(ch)) {
+		fs->flags &= ~FF_INFIELD;
+		return;
+	}
+	__u8 nf = fs->field;
+	if (!(fs->flags & FF_INFIELD)) {
+		if (nf < 255)
+			nf += 1;
+		fs->field = nf;
+		fs->num[0] = fs->num[1];
+		fs->num[1] = 0;
+		__u8 fl = fs->flags & ~FF_NUM0;
+		if (fl & FF_NUM1)
+			fl |= FF_NUM0;
+		fs->flags = fl | FF_INFIELD | FF_NUM1;
+	}
+	if (nf == 1) {
+		__u8 vl = fs->vlen;
+		if (vl < 9) {
+			fs->vlen = vl + 1;
+			fs->word = (fs->word << 8) | (ch >= 'a' && ch <= 'z' ? ch - 32 : ch);
+		}
+	} else if (nf == 2) {
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+	}
+	if (fs->flags & FF_NUM1) {
+		__u64 v = fs->num[1] * 10 + (ch - '0');
+		if (ch < '0' || ch > '9' || v > MAX_PAYLOAD)
+			fs->flags &= ~FF_NUM1;
+		else
+			fs->num[1] = v;
+	}
+}
+
+/* nats_byte runs the NATS machine on buf[o - 1] = ch. */
+static __always_inline void nats_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				      __u32 d)
+{
+	switch (fs->state) {
+	case F_LINE:
+		if (ch == '\n')
+			nats_eol(c, st, fs, o, d);
+		else
+			nats_line(fs, st, ch, d);
+		return;
+	case F_PAYLOAD:
+		if (fs->skip) {
+			fs->skip -= 1;
+		} else {
+			fs->fp = (fs->fp ^ ch) * FNV_PRIME;
+			fs->len += 1;
+			fs->remain -= 1;
+		}
+		if (fs->skip == 0 && fs->remain == 0)
+			payload_end(c, fs, o);
+		return;
+	case F_CR:
+		if (ch == '\r') {
+			fs->state = F_LF;
+			return;
+		}
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 1;
+		return;
+	case F_LF:
+		if (ch == '\n') {
+			frame_confirm(d);
+			line_reset(fs);
+			return;
+		}
+		/* The reference skips the '\r', then discards from here on. */
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 2;
+		return;
+	case F_SYNC:
+		st->frame_skipped[d] += 1;
+		if (ch == '\n') {
+			st->frame_resyncs[d] += 1;
+			line_reset(fs);
+		}
+		return;
+	}
+}
+
+/* tls_byte follows the first bytes of an in stream: a TLS record header
+ * 0x16 0x03 0x01..0x04 (a ClientHello) makes the connection encrypted. */
+static __always_inline void tls_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch)
+{
+	__u8 k = fs->tls;
+	bool ok = (k == 0 && ch == 0x16) || (k == 1 && ch == 0x03) || (k == 2 && ch >= 0x01 && ch <= 0x04);
+	if (!ok) {
+		fs->tls = 0xff;
+		return;
+	}
+	fs->tls = k + 1;
+	if (k == 2) {
+		fs->state = F_TLS;
+		fs->flags &= ~(FF_HELD | FF_HELD_NOW);
+		st->frame_encrypted[BT_DIR_IN] += 3;
+		st->frame_tls += 1;
+		c->tls_found = 1;
+	}
+}
+
+/*
+ * frame_bytes runs the byte machine over buf[o..end), at most FRAME_RUN
+ * bytes, stopping where a bulk step (a skip, or a payload run of 8 bytes
+ * or more) can take over. Returns where it stopped. A global function:
+ * verified once.
+ */
+__noinline __u64 frame_bytes(__u64 o, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return end;
+	/* Nothing lives in a register from one byte to the next but the
+	 * pointers and the loop's count: where the byte is, where the run
+	 * ends and the direction are read from memory each time, so that no
+	 * bound a branch learned tells the states at the loop's head apart. */
+	volatile struct scan_ctx *vc = c;
+	vfs_t *fs = &c->fs;
+	vc->f_at = o;
+	vc->f_end = end;
+	for (__u32 i = 0; i < FRAME_RUN; i++) {
+		__u64 at = vc->f_at;
+		if (at >= vc->f_end)
+			break;
+		__u8 s = fs->state;
+		if (s == F_PAYLOAD && (fs->skip || fs->remain >= 8))
+			break;
+		if (s == F_TLS || s == F_OFF)
+			break;
+		__u8 ch = *AT(at, 0);
+		vc->f_at = at + 1;
+		if ((fs->dir & 1) == BT_DIR_IN && fs->tls < 3 && fs->pos == fs->tls)
+			tls_byte(c, st, fs, ch);
+		fs->pos += 1;
+		if (fs->state != F_TLS)
+			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
+	}
+	return vc->f_at;
+}
+
+/*
+ * frame_hash continues the payload's FNV-1a over buf[o..o+n), n < BUF_MASK,
+ * eight bytes per load. A global function: verified once, its loop walked
+ * per iteration (straight-line but for the loop's end).
+ */
+__noinline __u64 frame_hash(__u64 h, __u64 o, __u64 n)
+{
+	struct scan_ctx *c = get_ctx();
+	if (!c)
+		return h;
+	__u64 words = n / 8;
+	for (__u32 i = 0; i < (SCAN_CHUNK + 7) / 8; i++) {
+		if (i >= words)
+			break;
+		__u64 w = LOAD(o + 8 * i, 0);
+#pragma unroll
+		for (int k = 0; k < 8; k++) {
+			h = (h ^ (w & 0xff)) * FNV_PRIME;
+			w >>= 8;
+		}
+	}
+	for (__u32 k = 0; k < 8; k++) {
+		if (words * 8 + k >= n)
+			break;
+		h = (h ^ *AT(o + words * 8 + k, 0)) * FNV_PRIME;
+	}
+	return h;
+}
+
+/* frame_bulk takes a run of buf[o..end) that needs no byte machine: bytes
+ * to skip, payload to hash, or a connection's bytes that are not parsed.
+ * Returns where it stopped. A global function: verified once. */
+__noinline __u64 frame_bulk(__u64 o, __u64 end)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st || o >= end)
+		return end;
+	vfs_t *fs = &c->fs;
+	__u32 d = fs->dir & 1;
+	__u64 n = end - o;
+	__u8 s = fs->state;
+	if (s == F_TLS || s == F_OFF) {
+		if (s == F_TLS)
+			st->frame_encrypted[d] += n;
+		else
+			st->frame_unparsed[d] += n;
+		fs->pos += n;
+		return end;
+	}
+	if (fs->skip) {
+		if (n > fs->skip)
+			n = fs->skip;
+		fs->skip -= n;
+	} else {
+		if (n > fs->remain)
+			n = fs->remain;
+		fs->fp = frame_hash(fs->fp, o, n);
+		fs->len += n;
+		fs->remain -= n;
+	}
+	fs->pos += n;
+	o += n;
+	if (fs->skip == 0 && fs->remain == 0)
+		payload_end(c, fs, o);
+	return o;
+}
+
+/* frame_segment parses the chunk buf[start..end). */
+static __always_inline void frame_segment(struct scan_ctx *c, struct bt_stats *st, __u64 start, __u64 end)
+{
+	__u64 o = start;
+	for (__u32 i = 0; i < FRAME_STEPS; i++) {
+		if (o >= end)
+			return;
+		__u8 s = c->fs.state;
+		if (s == F_TLS || s == F_OFF || (s == F_PAYLOAD && (c->fs.skip || c->fs.remain >= 8)))
+			o = frame_bulk(o, end);
+		else
+			o = frame_bytes(o, end);
+	}
+	if (o < end) {
+		/* Out of steps (thousands of tiny frames in 16 KiB): the rest is
+		 * a gap the parser resynchronises after. */
+		__u32 d = c->fs.dir & 1;
+		st->unscanned[d] += end - o;
+		st->frame_skipped[d] += end - o;
+		c->fs.pos += end - o;
+		frame_bad(&c->fs, st, d);
+	}
+}
+
+/* frame_proto is the protocol of sk's local port, else of its remote one. */
+static __always_inline __u8 frame_proto(struct sock *sk)
+{
+	__u16 lport = BPF_CORE_READ(sk, __sk_common.skc_num);
+	__u16 rport = bpf_ntohs(BPF_CORE_READ(sk, __sk_common.skc_dport));
+	__u8 *p = bpf_map_lookup_elem(&frame_ports, &lport);
+	if (!p)
+		p = bpf_map_lookup_elem(&frame_ports, &rport);
+	return p ? *p : BT_PROTO_NONE;
+}
+
+/* frame_init sets up a parser of direction dir for protocol proto. */
+static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
+{
+	__builtin_memset(f, 0, sizeof(*f));
+	f->dir = dir;
+	f->proto = proto;
+	line_reset(f);
+	if (proto != BT_PROTO_NATS)
+		f->state = F_OFF;
+}
+
+/* frame_new gives a connection that just became established the parsers
+ * of its broker port's protocol, from the stream's start. */
+static __always_inline void frame_new(struct sock *sk)
+{
+	struct scan_ctx *c = get_ctx();
+	__u8 proto = frame_proto(sk);
+	if (!c || proto == BT_PROTO_NONE)
+		return;
+	struct carry_key key = { .sock = (__u64)sk };
+	for (__u32 d = 0; d < 2; d++) {
+		key.dir = d;
+		frame_init(&c->fs, d, proto);
+		bpf_map_update_elem(&frames, &key, &c->fs, BPF_ANY);
+	}
+}
+
+/* frame_find returns the socket's parser for dir. A socket without one was
+ * open before the probe (frame_new never saw it): its parser starts out of
+ * sync, at a frame boundary (MQTT, which has none, is not parsed). */
+static __always_inline struct fstate *frame_find(struct scan_ctx *c, struct bt_stats *st, struct sock *sk,
+						 struct carry_key *key)
+{
+	struct fstate *fv = bpf_map_lookup_elem(&frames, key);
+	if (fv)
+		return fv;
+	struct fstate *f = &c->fs;
+	frame_init(f, key->dir, frame_proto(sk));
+	if (f->proto == BT_PROTO_NATS) {
+		st->frame_joined += 1;
+		f->state = F_SYNC;
+		f->tls = 0xff;
+	}
+	/* Another CPU may have made it meanwhile (BPF_NOEXIST fails): take that. */
+	bpf_map_update_elem(&frames, key, f, BPF_NOEXIST);
+	return bpf_map_lookup_elem(&frames, key);
+}
+
+/* frame_tls marks the out direction of a socket whose in stream was found
+ * to be encrypted. */
+static __always_inline void frame_tls(struct sock *sk)
+{
+	struct carry_key key = { .sock = (__u64)sk, .dir = BT_DIR_OUT };
+	struct fstate *fv = bpf_map_lookup_elem(&frames, &key);
+	if (fv) {
+		fv->state = F_TLS;
+		fv->flags &= ~(FF_HELD | FF_HELD_NOW);
+	}
+}
+
+/* frame_hold keeps the header of this call with a record held for its
+ * trailer: the call's time is the record's. */
+static __always_inline void frame_hold(struct scan_ctx *c)
+{
+	if (!(c->fs.flags & FF_HELD_NOW))
+		return;
+	c->fs.flags &= ~FF_HELD_NOW;
+	struct bt_event *h = (struct bt_event *)c->fs.held;
+	__builtin_memcpy(h, &c->ev[0], __builtin_offsetof(struct bt_event, markers));
+	h->scan_ns = bpf_ktime_get_ns() - h->ts_ns;
+	h->flags = 0;
+	h->nr_markers = 1;
+}
+
+#endif /* BROKERTRACE_FRAME_BPF_H */

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/brokertrace/brokertrace/internal/testbroker"
+	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/load"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// agreement is one row of the table of matching by frame against
+// matching by marker: two recordings of the same broker at once, one per
+// mode, under the same load.
+type agreement struct {
+	Broker    string  `json:"broker"`
+	Rate      float64 `json:"rate"` // 0: as fast as possible
+	Fanout    int     `json:"fanout"`
+	Payload   string  `json:"payload"`
+	Sent      int     `json:"sent"`
+	Copies    int     `json:"copies"`    // rows of the marker recording
+	Matched   int     `json:"matched"`   // of those, the frame recording has the same row
+	Differing int     `json:"differing"` // marker rows the frame recording lacks or has with other threads
+	// Extra are frame rows no marker row has: messages without a marker,
+	// the load's subscription probes (one per consumer).
+	Extra     int    `json:"extra"`
+	Ambiguous uint64 `json:"ambiguous"` // frame: keys read again while in flight
+	Unmatched uint64 `json:"unmatched"` // frame: copies written with no read
+	// MaxDtNs is the largest difference between the two recordings' times
+	// of the same call: each probe stamps it in its own run.
+	MaxDtNs int64 `json:"max_dt_ns"`
+}
+
+// rowKey identifies a copy by where it ended in both TCP streams: the two
+// probes stamp the same call at slightly different times, but its bytes
+// are the same.
+type rowKey struct {
+	inL, inR, outL, outR uint16
+	inSeq, outSeq        uint32
+}
+
+func keyOf(m recfile.Message) rowKey {
+	return rowKey{m.InLPort, m.InRPort, m.OutLPort, m.OutRPort, m.InSeq, m.OutSeq}
+}
+
+// compareRecordings pairs the rows of a marker and a frame recording by
+// rowKey: the same copy must have the same threads, and times within a
+// probe run of each other. Copy numbers may differ: they follow the order
+// each probe's ring buffer got the writes of different threads in.
+func compareRecordings(t *testing.T, marker, frame string) agreement {
+	t.Helper()
+	mr, err := recfile.ReadMessages(filepath.Join(marker, recfile.MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr, err := recfile.ReadMessages(filepath.Join(frame, recfile.MessagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byKey := make(map[rowKey]recfile.Message, len(fr))
+	for _, m := range fr {
+		if _, dup := byKey[keyOf(m)]; dup {
+			t.Fatalf("frame recording: two rows end at the same bytes: %+v", m)
+		}
+		byKey[keyOf(m)] = m
+	}
+	a := agreement{Copies: len(mr)}
+	for _, m := range mr {
+		f, ok := byKey[keyOf(m)]
+		delete(byKey, keyOf(m))
+		if !ok || f.InTID != m.InTID || f.OutTID != m.OutTID {
+			a.Differing++
+			if a.Differing <= 3 {
+				t.Logf("marker row %+v, frame row %+v (found %v)", m, f, ok)
+			}
+			continue
+		}
+		a.Matched++
+		a.MaxDtNs = max(a.MaxDtNs, abs(f.TIn-m.TIn), abs(f.TOut-m.TOut))
+	}
+	a.Extra = len(byKey)
+	var meta recfile.Meta
+	if err := recfile.ReadJSON(frame, recfile.MetaFile, &meta); err != nil {
+		t.Fatal(err)
+	}
+	if meta.Probe.Match != "frame" || meta.Probe.Stats.Frame == nil {
+		t.Fatalf("frame recording's meta.json: match %q, counters %+v", meta.Probe.Match, meta.Probe.Stats.Frame)
+	}
+	a.Ambiguous, a.Unmatched = meta.Messages.DuplicateIn, meta.Messages.OutWithoutIn
+	return a
+}
+
+// TestFrameAgreesWithMarker records nats-server twice at once, matching by
+// marker and by frame, under loads with unique payloads (random bytes and
+// JSON events, the marker last) at 1 000 and 20 000 msg/s and as fast as
+// the load goes, to one and to three consumers: every copy the marker
+// recording has, the frame recording has, with the same threads, copy
+// number and bytes, and no other.
+func TestFrameAgreesWithMarker(t *testing.T) {
+	testutil.RequireRoot(t, "loads eBPF programs")
+	srv := testbroker.StartNATS(t)
+	cases := []agreement{
+		{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Sent: 3000},
+		{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000},
+		{Rate: 20000, Fanout: 1, Payload: load.PayloadJSON, Sent: 60000},
+		{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000},
+		{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 100000},
+		{Rate: 0, Fanout: 3, Payload: load.PayloadJSON, Sent: 50000},
+	}
+	var table []agreement
+	for _, c := range cases {
+		name := fmt.Sprintf("%v-%d-%s", c.Rate, c.Fanout, c.Payload)
+		t.Run(name, func(t *testing.T) {
+			a := agreeOnce(t, srv, c)
+			table = append(table, a)
+			if a.Copies != a.Sent*a.Fanout || a.Matched != a.Copies || a.Differing != 0 || a.Extra > a.Fanout || a.Ambiguous != 0 || a.Unmatched != 0 {
+				t.Fatalf("%+v: want every copy of %d sent, matched alike", a, a.Sent)
+			}
+		})
+	}
+	if out := os.Getenv("BT_AGREEMENT_OUT"); out != "" {
+		b, _ := json.MarshalIndent(table, "", "  ")
+		if err := os.WriteFile(out, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func agreeOnce(t *testing.T, srv *testbroker.NATS, c agreement) agreement {
+	pid := strconv.Itoa(srv.PID())
+	dirs := map[string]string{"marker": filepath.Join(t.TempDir(), "marker"), "frame": filepath.Join(t.TempDir(), "frame")}
+	var recs []*exec.Cmd
+	for _, mode := range []string{"marker", "frame"} {
+		cmd := exec.Command(binary, "record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet")
+		testutil.WaitAttached(t, cmd, srv.PID())
+		recs = append(recs, cmd)
+	}
+	subs := make([]string, c.Fanout)
+	for i := range subs {
+		subs[i] = srv.URL()
+	}
+	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), SubURLs: subs, Subject: "bt.frame." + strings.ReplaceAll(c.Payload, ".", ""),
+		Rate: c.Rate, Count: c.Sent, Size: 1024, Payload: c.Payload, Drain: 5 * time.Second})
+	if err != nil || lr.Sent != c.Sent || lr.Missing != 0 {
+		t.Fatalf("load: %v (sent %d, missing %d)", err, lr.Sent, lr.Missing)
+	}
+	for _, cmd := range recs {
+		cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+	}
+	a := compareRecordings(t, dirs["marker"], dirs["frame"])
+	a.Broker, a.Rate, a.Fanout, a.Payload, a.Sent = "nats-server", c.Rate, c.Fanout, c.Payload, lr.Sent
+	t.Logf("%+v", a)
+	return a
+}

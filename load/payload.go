@@ -1,0 +1,68 @@
+package load
+
+import (
+	"strconv"
+
+	"github.com/brokertrace/brokertrace/marker"
+	"github.com/brokertrace/brokertrace/monotime"
+)
+
+// Payload kinds (Config.Payload).
+const (
+	PayloadFixed  = "fixed"  // the marker, then '.' filler: every body alike but for its id
+	PayloadJSON   = "json"   // a JSON event, new per message, the marker last
+	PayloadRandom = "random" // random bytes, new per message, the marker last
+)
+
+// Payloads are the payload kinds.
+var Payloads = []string{PayloadFixed, PayloadJSON, PayloadRandom}
+
+// fill writes message id's body. json and random bodies are new per
+// message, as production traffic is (matching by frame fingerprints the
+// payload), and end with the marker, so that the call that completes a
+// message also completes its marker.
+func (p *producer) fill(id uint64) {
+	b := p.body
+	switch p.cfg.Payload {
+	case PayloadJSON:
+		p.fillJSON(b[:len(b)-marker.Len], id)
+	case PayloadRandom:
+		for i := range len(b) - marker.Len {
+			// No NUL: STOMP frames without content-length end at one.
+			b[i] = byte(1 + p.rnd.IntN(255))
+		}
+	default:
+		marker.Put(b, id)
+		return
+	}
+	marker.Put(b[len(b)-marker.Len:], id)
+}
+
+var events = []string{"page_view", "add_to_cart", "checkout", "login", "search", "payment_authorised"}
+
+// fillJSON writes a JSON event of exactly len(b) bytes: a timestamp, the
+// sequence number, a user and session id, an event name and an amount,
+// padded with a note of random letters; cut short if b is too small.
+func (p *producer) fillJSON(b []byte, id uint64) {
+	r := p.rnd
+	j := append(b[:0], `{"ts":`...)
+	j = strconv.AppendInt(j, monotime.Now(), 10)
+	j = append(j, `,"seq":`...)
+	j = strconv.AppendUint(j, id, 10)
+	j = append(j, `,"user":"u-`...)
+	j = strconv.AppendUint(j, r.Uint64N(1e6), 10)
+	j = append(j, `","session":"`...)
+	j = strconv.AppendUint(j, r.Uint64(), 16)
+	j = append(j, `","event":"`...)
+	j = append(j, events[r.IntN(len(events))]...)
+	j = append(j, `","amount":`...)
+	j = strconv.AppendFloat(j, float64(r.IntN(100000))/100, 'f', 2, 64)
+	j = append(j, `,"note":"`...)
+	const letters = "abcdefghijklmnopqrstuvwxyz "
+	for len(j) < len(b)-2 {
+		j = append(j, letters[r.IntN(len(letters))])
+	}
+	j = append(j, `"}`...)
+	// j is b unless the event did not fit; then b holds its first bytes.
+	copy(b, j)
+}

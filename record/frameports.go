@@ -1,0 +1,77 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/brokertrace/brokertrace/frame"
+	"github.com/brokertrace/brokertrace/probes/sockio"
+	"github.com/brokertrace/brokertrace/process"
+)
+
+// framePorts resolves the ports whose protocol frames are parsed with
+// --match frame: those given, else the target's listeners on well-known
+// broker ports. A protocol the kernel parser does not have yet is kept
+// (its sockets are counted as unparsed) and said in a warning.
+func (r *recorder) framePorts() (map[uint16]frame.Proto, error) {
+	if r.cfg.Match != sockio.MatchFrame {
+		return nil, nil
+	}
+	ports := r.cfg.FramePorts
+	if len(ports) == 0 {
+		var err error
+		if ports, err = defaultFramePorts(r.cfg.Target); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(ports)) {
+		if !ports[p].Kernel() {
+			r.warn("--match frame: the kernel parser has no %s yet: the connections of port %d are counted as unparsed bytes, not matched", ports[p], p)
+		}
+	}
+	return ports, nil
+}
+
+// ErrNoFramePorts: --match frame found no port whose protocol it knows.
+var ErrNoFramePorts = errors.New("record: --match frame: the broker listens on no port of a known protocol; say which with --frame-port PORT=PROTO")
+
+// kindProtos are the protocols of brokers that speak one only.
+var kindProtos = map[string]frame.Proto{"nats": frame.NATS, "mosquitto": frame.MQTT, "redis": frame.Redis}
+
+// defaultFramePorts are the target's listeners on well-known ports; else,
+// for a broker that speaks one protocol and listens on one port, that port.
+func defaultFramePorts(p *process.Process) (map[uint16]frame.Proto, error) {
+	ls, err := process.Listeners(p.PID)
+	if err != nil {
+		return nil, fmt.Errorf("record: --match frame: the broker's ports: %w", err)
+	}
+	all := process.Ports(ls)
+	ports := map[uint16]frame.Proto{}
+	for _, port := range all {
+		if proto, err := frame.ParseProto(process.Protocols[port]); err == nil {
+			ports[port] = proto
+		}
+	}
+	if proto, ok := kindProtos[process.Kind(p)]; ok && len(ports) == 0 && len(all) == 1 {
+		ports[all[0]] = proto
+	}
+	if len(ports) == 0 {
+		return nil, ErrNoFramePorts
+	}
+	return ports, nil
+}
+
+// portNames is the ports' table as meta.json records it: "4222": "nats".
+func portNames(ports map[uint16]frame.Proto) map[string]string {
+	if len(ports) == 0 {
+		return nil
+	}
+	out := map[string]string{}
+	for p, proto := range ports {
+		out[strconv.Itoa(int(p))] = proto.String()
+	}
+	return out
+}
