@@ -9,7 +9,7 @@ APT_PKGS := clang llvm libbpf-dev bpftool iproute2 procps psmisc util-linux pyth
 	nats-server mosquitto redis-server rabbitmq-server activemq default-jre-headless gnuplot-nox chromium \
 	qemu-user-static prometheus qemu-system-x86 qemu-system-arm cpio podman runc
 
-.PHONY: all build deps generate check-generated cross kernels test bench soak demo cluster-demo clean mutate
+.PHONY: all build deps generate check-generated cross kernels test bench soak demo cluster-demo clean mutate frame-agreement
 
 all: build
 
@@ -94,12 +94,24 @@ soak: deps build
 mutate: deps
 	scripts/mutate.sh
 
+# The table of matching by frame against matching by marker (README):
+# two recordings of nats-server at once under loads of unique payloads.
+frame-agreement: deps
+	BT_AGREEMENT_OUT=$(CURDIR)/frame-agreement.md $(ASROOT) $(GO) test -count=1 -run '^TestFrameAgreesWithMarker$$' ./cmd/brokertrace
+	cat frame-agreement.md
+
 demo: deps build
 	scripts/demo.sh
 
 # A 3-node NATS cluster in network namespaces, each node recorded, the
 # recordings joined into each message's path (brokertrace cluster).
-cluster-demo: deps build
+cluster-# The table of matching by frame against matching by marker (README):
+# two recordings of nats-server at once under loads of unique payloads.
+frame-agreement: deps
+	BT_AGREEMENT_OUT=$(CURDIR)/frame-agreement.md $(ASROOT) $(GO) test -count=1 -run '^TestFrameAgreesWithMarker$$' ./cmd/brokertrace
+	cat frame-agreement.md
+
+demo: deps build
 	scripts/cluster-demo.sh
 
 clean:

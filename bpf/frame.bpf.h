@@ -5,7 +5,8 @@
  * stages each chunk of a call's bytes in the per-CPU scratch buffer; in
  * frame mode frame_segment() parses the chunk instead of scanning it for
  * markers. Only a record per message leaves the kernel: the key (the
- * payload's FNV-1a 64 combined with its subject's), the payload's length
+ * payload's fingerprint, FNV-1a 64 over its 8-byte words, combined with its
+ * subject's FNV-1a 64), the payload's length
  * and where it ended in the call. Never a payload byte.
  *
  * The grammar is that of package frame, the Go reference, byte for byte:
@@ -104,7 +105,15 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 		c->filled = 1;
 	}
 	struct bt_marker *m = (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)];
-	m->id = frame_key(fs->fp, fs->subj);
+	/* The partial word's bytes, one by one (frame.Fingerprint). */
+	__u64 h = fs->fp, pw = fs->pw;
+	__u32 pn = fs->pn;
+	for (__u32 k = 0; k < 7; k++) {
+		if (k >= pn)
+			break;
+		h = (h ^ ((pw >> (8 * k)) & 0xff)) * FNV_PRIME;
+	}
+	m->id = frame_key(h, fs->subj);
 	m->end = c->seg_base + o - HEAD;
 	m->len = fs->len;
 	fs->flags |= FF_HELD | FF_HELD_NOW;
@@ -192,6 +201,8 @@ static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, _
 	fs->remain = total - hdr;
 	fs->len = 0;
 	fs->fp = FNV_OFFSET;
+	fs->pw = 0;
+	fs->pn = 0;
 	fs->state = F_PAYLOAD;
 	if (hdr == 0 && total == 0)
 		payload_end(c, fs, o);
@@ -307,7 +318,14 @@ static __always_inline void nats_byte(struct scan_ctx *c, struct bt_stats *st, v
 		if (fs->skip) {
 			fs->skip -= 1;
 		} else {
-			fs->fp = (fs->fp ^ ch) * FNV_PRIME;
+			__u32 pn = fs->pn & 7;
+			__u64 pw = fs->pw | ((__u64)ch << (8 * pn));
+			if (pn == 7) {
+				fs->fp = (fs->fp ^ pw) * FNV_PRIME;
+				pw = 0;
+			}
+			fs->pw = pw;
+			fs->pn = (pn + 1) & 7;
 			fs->len += 1;
 			fs->remain -= 1;
 		}
@@ -403,32 +421,49 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 }
 
 /*
- * frame_hash continues the payload's FNV-1a over buf[o..o+n), n < BUF_MASK,
- * eight bytes per load. A global function: verified once, its loop walked
- * per iteration (straight-line but for the loop's end).
+ * frame_hash continues the payload's fingerprint over buf[o..o+n), n <
+ * BUF_MASK: the partial word first, a byte at a time, then whole words,
+ * one multiply each, then what is left into the partial word. A global
+ * function: verified once, its loop walked per iteration (straight-line
+ * but for the loop's end).
  */
-__noinline __u64 frame_hash(__u64 h, __u64 o, __u64 n)
+__noinline int frame_hash(__u64 o, __u64 n)
 {
 	struct scan_ctx *c = get_ctx();
 	if (!c)
-		return h;
-	__u64 words = n / 8;
-	for (__u32 i = 0; i < (SCAN_CHUNK + 7) / 8; i++) {
-		if (i >= words)
+		return 0;
+	__u64 h = c->fs.fp, pw = c->fs.pw;
+	__u32 pn = c->fs.pn & 7;
+	__u64 i = 0;
+	for (__u32 k = 0; k < 8; k++) {
+		if (pn == 0 || i >= n)
 			break;
-		__u64 w = LOAD(o + 8 * i, 0);
-#pragma unroll
-		for (int k = 0; k < 8; k++) {
-			h = (h ^ (w & 0xff)) * FNV_PRIME;
-			w >>= 8;
+		pw |= (__u64)*AT(o + i, 0) << (8 * pn);
+		i++;
+		pn = (pn + 1) & 7;
+		if (pn == 0) {
+			h = (h ^ pw) * FNV_PRIME;
+			pw = 0;
 		}
 	}
-	for (__u32 k = 0; k < 8; k++) {
-		if (words * 8 + k >= n)
+	__u64 words = (n - i) / 8;
+	for (__u32 k = 0; k < (SCAN_CHUNK + 7) / 8; k++) {
+		if (k >= words)
 			break;
-		h = (h ^ *AT(o + words * 8 + k, 0)) * FNV_PRIME;
+		h = (h ^ LOAD(o + i + 8 * k, 0)) * FNV_PRIME;
 	}
-	return h;
+	i += words * 8;
+	for (__u32 k = 0; k < 8; k++) {
+		if (i >= n)
+			break;
+		pw |= (__u64)*AT(o + i, 0) << (8 * pn);
+		i++;
+		pn = (pn + 1) & 7;
+	}
+	c->fs.fp = h;
+	c->fs.pw = pw;
+	c->fs.pn = pn;
+	return 0;
 }
 
 /* frame_bulk takes a run of buf[o..end) that needs no byte machine: bytes
@@ -459,7 +494,7 @@ __noinline __u64 frame_bulk(__u64 o, __u64 end)
 	} else {
 		if (n > fs->remain)
 			n = fs->remain;
-		fs->fp = frame_hash(fs->fp, o, n);
+		frame_hash(o, n);
 		fs->len += n;
 		fs->remain -= n;
 	}

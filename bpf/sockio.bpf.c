@@ -187,7 +187,8 @@ const volatile __u32 match_mode = BT_MATCH_MARKER;
  */
 struct fstate {
 	__u64 pos;    /* stream offset of the next byte (exact only from a fresh connection) */
-	__u64 fp;     /* FNV-1a of the payload so far */
+	__u64 fp;     /* the payload's fingerprint over its whole words so far */
+	__u64 pw;     /* the partial word: the last pn bytes of the payload so far */
 	__u64 subj;   /* FNV-1a of the subject */
 	__u64 word;   /* the verb's bytes, upper-cased, shifted in */
 	__u64 num[2]; /* the last two fields as sizes: num[1] the last */
@@ -202,7 +203,7 @@ struct fstate {
 	__u8 proto;   /* enum bt_proto */
 	__u8 dir;
 	__u8 tls;     /* bytes of a TLS record header matched at the in stream's start; 0xff: none */
-	__u8 _pad;
+	__u8 pn;      /* bytes in pw (0..7) */
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 

@@ -85,8 +85,11 @@ type Matcher struct {
 	// FirstIn, if set, is called with the time of the first read of every id.
 	FirstIn func(t int64)
 
+	// queues, in queue mode (Queue), hold the reads of each key in flight.
+	queues map[uint64]*keyQueue
+
 	markersIn, markersOut, copies, dupIn, outNoIn, messages atomic.Uint64
-	expired, lateOut                                        atomic.Uint64
+	expired, lateOut, ambiguous                             atomic.Uint64
 }
 
 // New returns a Matcher that calls emit for every copy of a message that
@@ -103,18 +106,21 @@ func (m *Matcher) Add(io *events.IO) {
 	}
 	if io.Dir == events.In {
 		for _, mk := range io.Markers {
-			m.addIn(io, mk)
+			if m.queues != nil {
+				m.addQueued(io, mk)
+			} else {
+				m.addIn(io, mk)
+			}
 		}
 		return
 	}
 	for _, mk := range io.Markers {
 		m.markersOut.Add(1)
-		num, ok := m.ids.get(mk.ID)
+		in, ok := m.inOf(mk.ID, io.Conn.Sock)
 		if !ok {
 			m.countOrphan(mk.ID)
 			continue
 		}
-		in := m.ins.at(int(num - m.first))
 		in.outs++
 		m.copies.Add(1)
 		m.msg = Message{
@@ -128,6 +134,18 @@ func (m *Matcher) Add(io *events.IO) {
 	}
 }
 
+// inOf returns the read a copy of id written on sock goes to.
+func (m *Matcher) inOf(id, sock uint64) (*inRec, bool) {
+	if m.queues != nil {
+		return m.outQueued(id, sock)
+	}
+	num, ok := m.ids.get(id)
+	if !ok {
+		return nil, false
+	}
+	return m.ins.at(int(num - m.first)), true
+}
+
 func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
 	m.markersIn.Add(1)
 	if m.ids.insert(mk.ID, m.first+uint64(m.ins.n)) {
@@ -135,6 +153,11 @@ func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
 		return
 	}
 	m.messages.Add(1)
+	m.pushIn(io, mk)
+}
+
+// pushIn queues the read of mk in read order.
+func (m *Matcher) pushIn(io *events.IO, mk events.Marker) {
 	m.ins.push(inRec{id: mk.ID, t: io.Time, sock: io.Conn.Sock, tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
 		lport: io.Conn.LocalPort, rport: io.Conn.RemotePort})
 	if m.FirstIn != nil {
@@ -166,7 +189,11 @@ func (m *Matcher) expire(upTo int64) {
 			m.dead[in.id] = false
 			m.buried.push(stamp{in.id, in.t})
 		}
-		m.ids.remove(in.id)
+		if m.queues != nil {
+			m.expireQueued(in.id)
+		} else {
+			m.ids.remove(in.id)
+		}
 	}
 	for s, ok := m.buried.peek(); ok && s.t <= upTo-m.ttl; s, ok = m.buried.peek() {
 		m.buried.pop()
@@ -189,6 +216,7 @@ func (m *Matcher) Snapshot() Counts {
 		OutWithoutIn: m.outNoIn.Load(),
 		Expired:      m.expired.Load(),
 		LateOut:      m.lateOut.Load(),
+		Ambiguous:    m.ambiguous.Load(),
 	}
 }
 

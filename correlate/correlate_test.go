@@ -118,3 +118,46 @@ func TestExpiryBound(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestQueueIdenticalKeys: in queue mode (matching by frame) reads of one
+// key in flight together are matched first in, first out per consumer
+// connection, every copy counted as ambiguous while a later read of its
+// key was pending for its connection; and keys expire read by read.
+func TestQueueIdenticalKeys(t *testing.T) {
+	var got []Message
+	m := New(func(msg *Message) { got = append(got, *msg) }, 1000)
+	m.Queue()
+	in := func(t int64, seq uint32) *events.IO {
+		return &events.IO{Time: t, Dir: events.In, Conn: events.Conn{Sock: 1}, Bytes: 10, SeqEnd: seq,
+			Markers: []events.Marker{{ID: 7, End: 10}}}
+	}
+	out := func(t int64, sock uint64) *events.IO {
+		return &events.IO{Time: t, Dir: events.Out, Conn: events.Conn{Sock: sock}, Bytes: 10, SeqEnd: 10,
+			Markers: []events.Marker{{ID: 7, End: 10}}}
+	}
+	m.Add(in(100, 110)) // read 1
+	m.Add(in(110, 120)) // read 2, same key
+	m.Add(out(120, 2))  // consumer 2 takes read 1 (read 2 pending: ambiguous)
+	m.Add(out(130, 3))  // consumer 3 takes read 1 (ambiguous)
+	m.Add(out(140, 2))  // consumer 2 takes read 2
+	m.Add(out(150, 2))  // consumer 2 has no read left: out without in
+	m.Add(in(1200, 9))  // expires reads 1 and 2 (TTL 1000)
+	m.Add(out(1210, 3)) // consumer 3: read 3, not read 2 (expired)
+	want := []struct {
+		tin  int64
+		sock uint64
+		copy uint32
+	}{{100, 2, 1}, {100, 3, 2}, {110, 2, 1}, {1200, 3, 1}}
+	if len(got) != len(want) {
+		t.Fatalf("%d rows, want %d: %+v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		if got[i].TIn != w.tin || got[i].OutConn.Sock != w.sock || got[i].Copy != w.copy {
+			t.Fatalf("row %d: %+v, want t_in %d, consumer %d, copy %d", i, got[i], w.tin, w.sock, w.copy)
+		}
+	}
+	c := m.Finish()
+	if c.Ambiguous != 2 || c.OutWithoutIn != 1 || c.DuplicateIn != 0 || c.Messages != 3 || c.Copies != 4 {
+		t.Fatalf("counts %+v", c)
+	}
+}

@@ -145,7 +145,7 @@ func (s *seen) parse(t *testing.T, p *frame.Parser, chunks [][]byte, contiguous 
 			id, ok := byFP[r.Fingerprint]
 			if contiguous {
 				payload := stream[r.End-r.Len : r.End]
-				if frame.Hash(payload) != r.Fingerprint {
+				if frame.Fingerprint(payload) != r.Fingerprint {
 					t.Fatalf("%s %s record %+v: the bytes before End do not hash to its fingerprint", r.Proto, r.Dir, r)
 				}
 				mid, marked := marker.Parse(payload)
@@ -199,7 +199,7 @@ func runProxied(t *testing.T, proto frame.Proto, brokerURL, subject string, size
 	px.close()
 	byFP := map[uint64]uint64{}
 	for id := res.Config.IDBase; id < res.Config.IDBase+count; id++ {
-		byFP[frame.Hash(body(id, res.Config.Size))] = id
+		byFP[frame.Fingerprint(body(id, res.Config.Size))] = id
 	}
 	in, out := newSeen(), newSeen()
 	for _, c := range px.conns {
@@ -208,7 +208,7 @@ func runProxied(t *testing.T, proto frame.Proto, brokerURL, subject string, size
 		out.parse(t, conn.Out, c.out, contiguous, byFP)
 	}
 	for id := res.Config.IDBase; id < res.Config.IDBase+count; id++ {
-		want := frame.Hash(body(id, res.Config.Size))
+		want := frame.Fingerprint(body(id, res.Config.Size))
 		if in.count[id] != 1 || out.count[id] != 1 || in.fp[id] != want || out.fp[id] != want {
 			t.Fatalf("message %d: %d in records, %d out, fingerprints %x in %x out, want 1, 1, %x", id, in.count[id], out.count[id], in.fp[id], out.fp[id], want)
 		}

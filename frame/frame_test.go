@@ -62,7 +62,7 @@ func TestResync(t *testing.T) {
 				t.Errorf("%s %q in %d chunks: %d records, %+v; want %d records, bad %d, resyncs %d, skipped %d",
 					tc.proto, tc.data, len(chunks), len(recs), c, tc.records, tc.bad, tc.resyncs, tc.skipped)
 			}
-			if len(recs) == 1 && (recs[0].Fingerprint != Hash([]byte("hi")) || recs[0].End != int64(strings.LastIndex(tc.data, "hi")+2)) {
+			if len(recs) == 1 && (recs[0].Fingerprint != Fingerprint([]byte("hi")) || recs[0].End != int64(strings.LastIndex(tc.data, "hi")+2)) {
 				t.Errorf("%s: record %+v, want the fingerprint of %q", tc.proto, recs[0], "hi")
 			}
 		}

@@ -35,7 +35,7 @@ func (g *gen) addf(format string, a ...any) { g.s.data = fmt.Appendf(g.s.data, f
 // msg records a message whose payload ends at the end of the stream so far.
 func (g *gen) msg(subj, payload []byte) {
 	g.s.truth = append(g.s.truth, Record{Proto: g.proto, Dir: g.dir, End: int64(len(g.s.data)),
-		Len: int64(len(payload)), Fingerprint: Hash(payload), Subject: Hash(subj)})
+		Len: int64(len(payload)), Fingerprint: Fingerprint(payload), Subject: Hash(subj)})
 }
 
 // size is a payload size from 0 to 64 KiB, mostly small.
@@ -340,7 +340,7 @@ func genAMQP(r *rand.Rand, dir Dir) stream {
 // a map: no message while the parser knows it is nested, but one for a
 // parser that joined the stream inside the map (RESP has no frame
 // boundary to resynchronise at).
-var redisNested = Record{Proto: Redis, Dir: Out, Len: 4, Fingerprint: Hash([]byte("fake")), Subject: Hash([]byte("nested"))}
+var redisNested = Record{Proto: Redis, Dir: Out, Len: 4, Fingerprint: Fingerprint([]byte("fake")), Subject: Hash([]byte("nested"))}
 
 func genRedis(r *rand.Rand, dir Dir) stream {
 	g := &gen{r: r, proto: Redis, dir: dir}

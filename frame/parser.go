@@ -62,7 +62,8 @@ type Parser struct {
 	until      bool
 	delim      byte
 	emit       bool
-	fp, subj   uint64
+	fp         wordHash
+	subj       uint64
 	length     int64
 
 	held *Record // a record awaiting its frame's trailer
@@ -186,7 +187,7 @@ func (p *Parser) step(d []byte) int {
 		p.skip -= int64(n)
 	case p.hash > 0:
 		n = int(min(p.hash, int64(len(d))))
-		p.fp = Update(p.fp, d[:n])
+		p.fp.write(d[:n])
 		p.length += int64(n)
 		p.hash -= int64(n)
 	case p.until:
@@ -197,7 +198,7 @@ func (p *Parser) step(d []byte) int {
 			p.until = false
 		}
 		if p.emit {
-			p.fp = Update(p.fp, d[:n])
+			p.fp.write(d[:n])
 			p.length += int64(n)
 		}
 		if n == 0 { // the delimiter comes first: the next header starts
@@ -259,7 +260,7 @@ func (p *Parser) settle() {
 
 // record is the record in progress, ending at stream offset end.
 func (p *Parser) record(end int64) Record {
-	return Record{Proto: p.proto, Dir: p.dir, End: end, Len: p.length, Fingerprint: p.fp, Subject: p.subj}
+	return Record{Proto: p.proto, Dir: p.dir, End: end, Len: p.length, Fingerprint: p.fp.sum(), Subject: p.subj}
 }
 
 func (p *Parser) publish(r Record) {
@@ -287,7 +288,8 @@ func (p *Parser) bad() {
 
 // begin starts the record of a message with subject hash subj.
 func (p *Parser) begin(subj uint64) {
-	p.fp, p.subj, p.length = Offset64, subj, 0
+	p.fp.reset()
+	p.subj, p.length = subj, 0
 }
 
 // frame counts a complete frame.

@@ -17,6 +17,12 @@ import (
 // Keeping the interface this small is what lets MQTT, STOMP, AMQP, Redis and
 // raw TCP drivers be added without touching the pacing, timing and reporting
 // code.
+// headerPublisher is a driver that can carry the marker in a message
+// header instead of the body (payload "same": every body alike).
+type headerPublisher interface {
+	PublishMarked(body, marker []byte) error
+}
+
 type Driver interface {
 	// Publish sends one message body to the run's destination. The caller
 	// rewrites body for the next message as soon as Publish returns, so a

@@ -239,7 +239,7 @@ func (p *producer) run(done <-chan struct{}) {
 		}
 		p.fill(p.cfg.IDBase + uint64(i))
 		tSend := monotime.Now()
-		if err := p.drv.Publish(p.body); err != nil {
+		if err := p.publish(); err != nil {
 			if e := p.drv.Err(); e != nil {
 				err = e
 			}
@@ -320,6 +320,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer pdrv.Close()
+	if _, ok := pdrv.(headerPublisher); cfg.Payload == PayloadSame && !ok {
+		return nil, configErrorf("payload %q carries the marker in a message header: NATS only", PayloadSame)
+	}
 	for k, s := range subs {
 		if err := s.drv.Subscribe(s.cons.onMessage); err != nil {
 			return nil, s.wrap(k, err)

@@ -12,10 +12,13 @@ const (
 	PayloadFixed  = "fixed"  // the marker, then '.' filler: every body alike but for its id
 	PayloadJSON   = "json"   // a JSON event, new per message, the marker last
 	PayloadRandom = "random" // random bytes, new per message, the marker last
+	// PayloadSame: every body alike ('.' filler), the marker in a header
+	// (NATS only): identical payloads, each message still named.
+	PayloadSame = "same"
 )
 
 // Payloads are the payload kinds.
-var Payloads = []string{PayloadFixed, PayloadJSON, PayloadRandom}
+var Payloads = []string{PayloadFixed, PayloadJSON, PayloadRandom, PayloadSame}
 
 // fill writes message id's body. json and random bodies are new per
 // message, as production traffic is (matching by frame fingerprints the
@@ -65,4 +68,13 @@ func (p *producer) fillJSON(b []byte, id uint64) {
 	j = append(j, `"}`...)
 	// j is b unless the event did not fit; then b holds its first bytes.
 	copy(b, j)
+}
+
+// publish sends the body filled last; payload "same" carries its marker in
+// a header.
+func (p *producer) publish() error {
+	if p.cfg.Payload == PayloadSame {
+		return p.drv.(headerPublisher).PublishMarked(p.body[marker.Len:], p.body[:marker.Len])
+	}
+	return p.drv.Publish(p.body)
 }

@@ -40,6 +40,7 @@ const (
 	ConfC        = "T+I+C"
 	ConfW        = "T+I+C+W"
 	ConfWPcap    = "T+I+C+W+pcap"
+	ConfCFrame   = "T+I+C+frame"
 	ConfBpftrace = "bpftrace"
 	ConfTcpdump  = "tcpdump"
 )
@@ -75,6 +76,7 @@ var Configs = []Config{
 	{Name: ConfBpftrace, Description: "bpftrace timestamping the broker's socket calls (sock_recv_length, sock_send_length) to a file", tracer: bpftrace},
 	{Name: ConfTcpdump, Description: "tcpdump -w of the broker's port on lo, 96-byte snaplen (headers only)", tracer: tcpdump},
 	{Name: ConfWPcap, Description: "T+I+C+W with the headers also written to a pcapng file (--pcap)", recorded: true, matches: true, tracer: pcapRecord, extra: true},
+	{Name: ConfCFrame, Description: "T+I+C matching by frame (--match frame): the kernel parses the NATS protocol and fingerprints every payload", recorded: true, matches: true, tracer: frameRecord, extra: true},
 }
 
 // SelectConfigs returns the configurations named (when names is empty,
@@ -123,6 +125,12 @@ func idleRecord(r *runEnv) (*tracerSpec, error) {
 
 func discardRecord(r *runEnv) (*tracerSpec, error) {
 	return record(r, r.pid, "--discard"), nil
+}
+
+// frameRecord is discardRecord matching by frame, the broker's port parsed
+// as NATS.
+func frameRecord(r *runEnv) (*tracerSpec, error) {
+	return record(r, r.pid, "--discard", "--match", "frame", "--frame-port", strconv.Itoa(r.port)+"=nats"), nil
 }
 
 // fullRecord is a default recording: `brokertrace record --pid PID --out

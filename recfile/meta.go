@@ -176,7 +176,7 @@ type MessageCounts struct {
 	MarkersOut   uint64 `json:"markers_out"`    // markers written by the broker
 	Messages     uint64 `json:"messages"`       // distinct ids read
 	Copies       uint64 `json:"copies_out"`     // rows: markers written whose id was read before
-	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts)
+	DuplicateIn  uint64 `json:"duplicate_in"`   // an id read again (only the first read counts; --match frame: queued, see Ambiguous)
 	OutWithoutIn uint64 `json:"out_without_in"` // an id written that was never read
 	InWithoutOut uint64 `json:"in_without_out"` // ids read and never written (final after Finish)
 	// Expired: ids read that had no copy written within --id-ttl and none
@@ -185,6 +185,11 @@ type MessageCounts struct {
 	// LateOut: copies written after their id expired (more than
 	// --id-ttl inside the broker): no row.
 	LateOut uint64 `json:"late_out"`
+	// Ambiguous (--match frame): copies matched while their key (payload
+	// and subject) had more than one read pending for their connection —
+	// identical payloads in flight together; each went to the oldest
+	// (first in, first out per key and consumer).
+	Ambiguous uint64 `json:"ambiguous"`
 }
 
 // SocketCounters are the socket-I/O probe's counters, summed over CPUs;

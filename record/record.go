@@ -296,6 +296,9 @@ func newRecording(cfg Config) *recorder {
 		r.priv = NewPrivileges(1)
 	}
 	r.m = correlate.New(r.emit, cfg.IDTTL)
+	if cfg.Match == sockio.MatchFrame {
+		r.m.Queue() // identical payloads: first in, first out per key and consumer
+	}
 	// The timeline keeps counts per window, not every message's times,
 	// so that memory does not grow with the recording (source.Timeline).
 	r.tl = source.NewTimeline(source.DefaultHold)

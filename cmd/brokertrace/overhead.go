@@ -52,6 +52,8 @@ a warm-up discarded every run:
 and, only when named in --configs:
 
   T+I+C+W+pcap  T+I+C+W with the headers also written with --pcap
+  T+I+C+frame   T+I+C matching by frame (--match frame): the kernel parses
+                NATS and fingerprints every payload
 
 Per run: saturation throughput (brokertrace load --rate 0 --count N),
 end-to-end latency at --rate, the tracer's CPU (wait4, while the loads ran)
@@ -78,7 +80,7 @@ progress with an ETA on stderr. Needs root.`,
 	fl.StringVar(&f.broker, "broker", "nats", "broker started fresh for every run: nats (nats-server) or activemq (ActiveMQ 5 over STOMP); ignored with a command after --")
 	fl.StringVar(&f.url, "url", "", "with a broker command after --: the URL brokertrace load connects to (host and port needed)")
 	fl.StringVar(&f.out, "out", "", "output directory (default brokertrace-overhead-BROKER-YYYYMMDD-HHMMSS)")
-	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap)")
+	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap, T+I+C+frame)")
 	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker")
 	fl.IntVar(&f.warmup, "warmup", 50000, "messages sent as fast as possible at the start of every run and discarded")
 	fl.IntVar(&f.count, "count", 200000, "messages of the saturation load")

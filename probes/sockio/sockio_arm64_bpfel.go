@@ -93,6 +93,7 @@ type sockioFstate struct {
 	_      structs.HostLayout
 	Pos    uint64
 	Fp     uint64
+	Pw     uint64
 	Subj   uint64
 	Word   uint64
 	Num    [2]uint64
@@ -107,7 +108,7 @@ type sockioFstate struct {
 	Proto  uint8
 	Dir    uint8
 	Tls    uint8
-	Pad    uint8
+	Pn     uint8
 	Held   [64]uint8
 }
 
