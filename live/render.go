@@ -50,6 +50,10 @@ func (v *View) screen(s second) []string {
 	row("socket calls", "%.0f reads/s (%s/s), %.0f writes/s (%s/s)", s.reads, bytesOf(s.bytesIn), s.writes, bytesOf(s.bytesOut))
 	row("context switches/s", "%s (all broker threads)", num(s.switches, 0))
 	row("lost so far", "%d events or markers dropped; %s unscanned (~%.0f markers)", s.dropped, bytesOf(float64(s.unscanned)), s.missedEst)
+	if f := s.frame; f != nil {
+		row("matched by frame", "%d ambiguous, %d unmatched so far; %d bad frames, %s skipped, %s not parsed, %s encrypted",
+			f.ambiguous, f.unmatched, f.bad, bytesOf(float64(f.skipped)), bytesOf(float64(f.unparsed)), bytesOf(float64(f.encrypted)))
+	}
 	return lines
 }
 

@@ -32,6 +32,14 @@ type second struct {
 	cpu, switches                    float64 // from /proc: cores busy, switches per second
 	dropped, unscanned               uint64  // so far
 	missedEst                        float64 // markers estimated in the unscanned bytes
+	// frame is set when matching by frame: what the parser and the
+	// matcher could not tell, so far.
+	frame *frameSoFar
+}
+
+// frameSoFar is matching by frame's uncertainty so far.
+type frameSoFar struct {
+	ambiguous, unmatched, bad, skipped, unparsed, encrypted uint64
 }
 
 // second computes the second that ended at t.
@@ -68,6 +76,10 @@ func (v *View) second(t *record.Tick, pro procSample) second {
 		}
 	}
 	s.unscanned = st.Unscanned[0] + st.Unscanned[1]
+	if f := st.Frame; f != nil {
+		s.frame = &frameSoFar{ambiguous: t.Counts.Ambiguous, unmatched: t.Counts.OutWithoutIn, bad: f.Bad[0] + f.Bad[1],
+			skipped: f.Skipped[0] + f.Skipped[1], unparsed: f.Unparsed[0] + f.Unparsed[1], encrypted: f.Encrypted[0] + f.Encrypted[1]}
+	}
 	s.missedEst = st.MissedMarkersEst[0] + st.MissedMarkersEst[1]
 	return s
 }

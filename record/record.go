@@ -601,6 +601,10 @@ func warnings(s sockio.Stats, c correlate.Counts) []string {
 	add(c.Expired, "%d messages were read and had no copy written within --id-ttl: they were forgotten (raise --id-ttl if the broker holds messages that long)", c.Expired)
 	add(c.LateOut, "%d copies were written after their id expired (more than --id-ttl inside the broker): no rows for them (raise --id-ttl)", c.LateOut)
 	add(c.DuplicateIn, "%d markers were read more than once; only the first read counts", c.DuplicateIn)
+	add(c.Ambiguous, "--match frame: %d copies were matched while another message with the same payload and subject was pending for their connection: first in, first out assumed (messages.ambiguous)", c.Ambiguous)
+	if f := s.Frame; f != nil {
+		w = append(w, frameWarnings(f)...)
+	}
 	return w
 }
 

@@ -204,6 +204,15 @@ func runRecord(cmd *cobra.Command, f recordFlags) error {
 	return recordWith(ctx, cmd, f, proc, by, what)
 }
 
+// framePortList is "4222/nats, 6222/nats".
+func framePortList(ports map[string]string) string {
+	var out []string
+	for _, p := range slices.Sorted(maps.Keys(ports)) {
+		out = append(out, p+"/"+ports[p])
+	}
+	return strings.Join(out, ", ")
+}
+
 // matchFlags parses --match and --frame-port.
 func matchFlags(f recordFlags) (sockio.Match, map[uint16]frame.Proto, error) {
 	m := sockio.Match(f.Match)
@@ -419,6 +428,10 @@ func printSummary(cmd *cobra.Command, res *record.Result, asJSON bool) {
 	}
 	fmt.Fprintf(out, "messages: %d read, %d copies written and matched, %d read but not written, %d written but never read, %d expired, %d copies late\n",
 		m.Messages.Messages, m.Messages.Copies, m.Messages.InWithoutOut, m.Messages.OutWithoutIn, m.Messages.Expired, m.Messages.LateOut)
+	if m.Probe.Match == string(sockio.MatchFrame) {
+		fmt.Fprintf(out, "matched by frame (%s): %d copies ambiguous (identical payload and subject in flight), %d written with no read\n",
+			framePortList(m.Probe.FramePorts), m.Messages.Ambiguous, m.Messages.OutWithoutIn)
+	}
 	if h := res.Latency; h != nil && h.TotalCount() > 0 {
 		fmt.Fprintf(out, "latency in broker: min %s p50 %s p90 %s p99 %s max %s (mean %s)\n",
 			source.FormatNs(h.Min()), source.FormatNs(h.ValueAtQuantile(50)), source.FormatNs(h.ValueAtQuantile(90)),

@@ -266,3 +266,64 @@ func itoa(n int) string {
 	}
 	return strconv.Itoa(n)
 }
+
+// BenchmarkFrames: the in-kernel cost per message of matching by frame
+// next to matching by marker, on the same bytes: NATS MSG frames of 1 KiB
+// payloads (random bytes, a marker in each), written one per call and 64
+// per call (a broker's batched write), with the empty program's floor.
+// The goal: frame at most 1.5× marker per message.
+func BenchmarkFrames(b *testing.B) {
+	testutil.RequireRoot(b, "loads eBPF programs")
+	stats, err := ebpf.EnableStats(uint32(unix.BPF_STATS_RUN_TIME))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer stats.Close()
+	for _, per := range []int{1, 64} {
+		buf := natsMsgs(per, 1024)
+		name := "/" + itoa(per) + "-per-call"
+		b.Run("floor"+name, func(b *testing.B) {
+			progs, detach := floor(b, PathSock, floorHooks[PathSock])
+			defer detach()
+			writeLoop(b, buf, progs)
+		})
+		for _, m := range []Match{MatchMarker, MatchFrame} {
+			b.Run(string(m)+name, func(b *testing.B) {
+				r := openFrameRig(b, Options{Path: PathSock, Match: m})
+				cfd, sfd := r.pair(b)
+				done := drain(sfd)
+				rt0, n0 := runStats(r.c.tr.Probe.Programs())
+				b.SetBytes(int64(len(buf)))
+				b.ResetTimer()
+				for range b.N {
+					if _, err := unix.Write(cfd, buf); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.StopTimer()
+				rt1, n1 := runStats(r.c.tr.Probe.Programs())
+				unix.Close(cfd)
+				<-done
+				if n1 > n0 {
+					b.ReportMetric(float64(rt1-rt0)/float64(n1-n0)/float64(per), "prog-ns/msg")
+				}
+				st, _ := r.c.tr.Stats()
+				if st.Markers[1] < uint64(b.N*per) || st.Unscanned != [2]uint64{} {
+					b.Errorf("%d records of %d messages written, %v unscanned; %+v", st.Markers[1], b.N*per, st.Unscanned, st.Frame)
+				}
+			})
+		}
+	}
+}
+
+// natsMsgs is n MSG frames of size-byte random payloads, each with a marker.
+func natsMsgs(n, size int) []byte {
+	var out []byte
+	p := payload(size, "random")
+	for i := range n {
+		marker.Put(p[size/2:], uint64(i+1))
+		out = append(out, "MSG bench.subject 1 "+strconv.Itoa(size)+"\r\n"...)
+		out = append(append(out, p...), "\r\n"...)
+	}
+	return out
+}

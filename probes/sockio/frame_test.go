@@ -41,7 +41,9 @@ func openFrameRig(t testing.TB, opts Options) *frameRig {
 	}
 	sa, _ := unix.Getsockname(ln)
 	port := uint16(sa.(*unix.SockaddrInet4).Port)
-	opts.Match, opts.FramePorts = MatchFrame, map[uint16]frame.Proto{port: frame.NATS}
+	if opts.Match != MatchMarker {
+		opts.Match, opts.FramePorts = MatchFrame, map[uint16]frame.Proto{port: frame.NATS}
+	}
 	return &frameRig{c: attachProbe(t, opts), ln: ln, port: port}
 }
 
