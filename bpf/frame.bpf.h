@@ -5,8 +5,8 @@
  * stages each chunk of a call's bytes in the per-CPU scratch buffer; in
  * frame mode frame_segment() parses the chunk instead of scanning it for
  * markers. Only a record per message leaves the kernel: the key (the
- * payload's fingerprint, FNV-1a 64 over its 8-byte words, combined with its
- * subject's FNV-1a 64), the payload's length
+ * payload's fingerprint, FNV-1a 64 over its 8-byte words in four lanes,
+ * combined with its subject's FNV-1a 64), the payload's length
  * and where it ended in the call. Never a payload byte.
  *
  * The grammar is that of package frame, the Go reference, byte for byte:
@@ -105,8 +105,12 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 		c->filled = 1;
 	}
 	struct bt_marker *m = (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)];
-	/* The partial word's bytes, one by one (frame.Fingerprint). */
-	__u64 h = fs->fp, pw = fs->pw;
+	/* The lanes folded, then the partial word's bytes one by one
+	 * (frame.Fingerprint). */
+	__u64 h = fs->fp[0], pw = fs->pw;
+	h = (h ^ fs->fp[1]) * FNV_PRIME;
+	h = (h ^ fs->fp[2]) * FNV_PRIME;
+	h = (h ^ fs->fp[3]) * FNV_PRIME;
 	__u32 pn = fs->pn;
 	for (__u32 k = 0; k < 7; k++) {
 		if (k >= pn)
@@ -200,9 +204,13 @@ static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, _
 	fs->skip = hdr;
 	fs->remain = total - hdr;
 	fs->len = 0;
-	fs->fp = FNV_OFFSET;
+	fs->fp[0] = FNV_OFFSET;
+	fs->fp[1] = FNV_OFFSET ^ 1;
+	fs->fp[2] = FNV_OFFSET ^ 2;
+	fs->fp[3] = FNV_OFFSET ^ 3;
 	fs->pw = 0;
 	fs->pn = 0;
+	fs->nw = 0;
 	fs->state = F_PAYLOAD;
 	if (hdr == 0 && total == 0)
 		payload_end(c, fs, o);
@@ -321,7 +329,9 @@ static __always_inline void nats_byte(struct scan_ctx *c, struct bt_stats *st, v
 			__u32 pn = fs->pn & 7;
 			__u64 pw = fs->pw | ((__u64)ch << (8 * pn));
 			if (pn == 7) {
-				fs->fp = (fs->fp ^ pw) * FNV_PRIME;
+				__u32 j = fs->nw & 3;
+				fs->fp[j] = (fs->fp[j] ^ pw) * FNV_PRIME;
+				fs->nw = (j + 1) & 3;
 				pw = 0;
 			}
 			fs->pw = pw;
@@ -420,19 +430,28 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 	return vc->f_at;
 }
 
+/* mix_word hashes the payload's next whole word w into its lane. */
+static __always_inline void mix_word(struct scan_ctx *c, __u64 w)
+{
+	__u32 j = c->fs.nw & 3;
+	c->fs.fp[j] = (c->fs.fp[j] ^ w) * FNV_PRIME;
+	c->fs.nw = (j + 1) & 3;
+}
+
 /*
  * frame_hash continues the payload's fingerprint over buf[o..o+n), n <
- * BUF_MASK: the partial word first, a byte at a time, then whole words,
- * one multiply each, then what is left into the partial word. A global
- * function: verified once, its loop walked per iteration (straight-line
- * but for the loop's end).
+ * BUF_MASK: the partial word first, a byte at a time, then single words
+ * up to the first lane, then blocks of four words, one multiply per lane
+ * (four independent chains), then single words, then what is left into
+ * the partial word. A global function: verified once, its loops walked
+ * per iteration (straight-line but for their ends).
  */
 __noinline int frame_hash(__u64 o, __u64 n)
 {
 	struct scan_ctx *c = get_ctx();
 	if (!c)
 		return 0;
-	__u64 h = c->fs.fp, pw = c->fs.pw;
+	__u64 pw = c->fs.pw;
 	__u32 pn = c->fs.pn & 7;
 	__u64 i = 0;
 	for (__u32 k = 0; k < 8; k++) {
@@ -442,17 +461,43 @@ __noinline int frame_hash(__u64 o, __u64 n)
 		i++;
 		pn = (pn + 1) & 7;
 		if (pn == 0) {
-			h = (h ^ pw) * FNV_PRIME;
+			mix_word(c, pw);
 			pw = 0;
 		}
 	}
-	__u64 words = (n - i) / 8;
-	for (__u32 k = 0; k < (SCAN_CHUNK + 7) / 8; k++) {
-		if (k >= words)
+	for (__u32 k = 0; k < 3; k++) {
+		if ((c->fs.nw & 3) == 0 || n - i < 8 || i > n)
 			break;
-		h = (h ^ LOAD(o + i + 8 * k, 0)) * FNV_PRIME;
+		mix_word(c, LOAD(o + i, 0));
+		i += 8;
 	}
-	i += words * 8;
+	__u64 blocks = i <= n && (c->fs.nw & 3) == 0 ? (n - i) / 32 : 0;
+	/* Where the blocks end goes through memory: read back after the loop,
+	 * it carries no bound learned at the loop's exit, so the verifier
+	 * walks what follows once, not once per iteration it may exit at. */
+	volatile struct scan_ctx *vc = c;
+	vc->f_at = i + blocks * 32;
+	__u64 h0 = c->fs.fp[0], h1 = c->fs.fp[1], h2 = c->fs.fp[2], h3 = c->fs.fp[3];
+	for (__u32 k = 0; k < SCAN_CHUNK / 32 + 1; k++) {
+		if (k >= blocks)
+			break;
+		const __u8 *b = AT(o + i + 32 * k, 0);
+		h0 = (h0 ^ load64(b)) * FNV_PRIME;
+		h1 = (h1 ^ load64(b + 8)) * FNV_PRIME;
+		h2 = (h2 ^ load64(b + 16)) * FNV_PRIME;
+		h3 = (h3 ^ load64(b + 24)) * FNV_PRIME;
+	}
+	c->fs.fp[0] = h0;
+	c->fs.fp[1] = h1;
+	c->fs.fp[2] = h2;
+	c->fs.fp[3] = h3;
+	i = vc->f_at;
+	for (__u32 k = 0; k < 3; k++) {
+		if (n - i < 8 || i > n)
+			break;
+		mix_word(c, LOAD(o + i, 0));
+		i += 8;
+	}
 	for (__u32 k = 0; k < 8; k++) {
 		if (i >= n)
 			break;
@@ -460,7 +505,6 @@ __noinline int frame_hash(__u64 o, __u64 n)
 		i++;
 		pn = (pn + 1) & 7;
 	}
-	c->fs.fp = h;
 	c->fs.pw = pw;
 	c->fs.pn = pn;
 	return 0;

@@ -187,7 +187,7 @@ const volatile __u32 match_mode = BT_MATCH_MARKER;
  */
 struct fstate {
 	__u64 pos;    /* stream offset of the next byte (exact only from a fresh connection) */
-	__u64 fp;     /* the payload's fingerprint over its whole words so far */
+	__u64 fp[4];  /* the payload's fingerprint lanes over its whole words so far */
 	__u64 pw;     /* the partial word: the last pn bytes of the payload so far */
 	__u64 subj;   /* FNV-1a of the subject */
 	__u64 word;   /* the verb's bytes, upper-cased, shifted in */
@@ -204,6 +204,8 @@ struct fstate {
 	__u8 dir;
 	__u8 tls;     /* bytes of a TLS record header matched at the in stream's start; 0xff: none */
 	__u8 pn;      /* bytes in pw (0..7) */
+	__u8 nw;      /* whole words of the payload so far, mod 4: the next word's lane */
+	__u8 _pad[7];
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 

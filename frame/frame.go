@@ -58,19 +58,20 @@
 // # The fingerprint
 //
 // Fingerprint is FNV-1a 64 taken over the payload's 8-byte little-endian
-// words instead of its bytes: h = 0xcbf29ce484222325; for each whole word
-// w: h ^= w; h *= 0x100000001b3 (mod 2^64); then for each of the last
-// len%8 bytes c: h ^= c; h *= 0x100000001b3. One multiply per 8 bytes:
-// the kernel hashes every payload byte of every message in and of every
-// copy out, and byte-wise FNV-1a's chain of one multiply per byte costs
-// about a nanosecond a byte. The state per connection is the hash, the
-// partial word and its length (17 bytes), so a payload split at any byte
-// over any number of calls hashes the same; no table, no block buffer and
-// no finalisation beyond the partial word. Subjects, which are short and
-// parsed a byte at a time anyway, use byte-wise FNV-1a (Hash). Neither is
-// a defence against chosen collisions; matching is FIFO per key, and a
-// collision costs at worst a swapped pair of messages with the same
-// subject and length.
+// words in four lanes: word i goes to lane i mod 4, and lane j starts at
+// 0xcbf29ce484222325 ^ j; each word w of lane j: h_j ^= w; h_j *=
+// 0x100000001b3 (mod 2^64). Then h = h_0, and for j = 1, 2, 3: h ^= h_j;
+// h *= 0x100000001b3; then for each of the last len%8 bytes c: h ^= c;
+// h *= 0x100000001b3. One multiply per 8 bytes, in four independent
+// chains: the kernel hashes every payload byte of every message in and of
+// every copy out, and byte-wise FNV-1a's one chain of a multiply per byte
+// costs about a nanosecond a byte. The state per connection is the four
+// lanes, the count of whole words mod 4, the partial word and its length,
+// so a payload split at any byte over any number of calls hashes the
+// same; no table, no block buffer. Subjects, short and parsed a byte at a
+// time anyway, use byte-wise FNV-1a (Hash). Neither is a defence against
+// chosen collisions; matching is FIFO per key, and a collision costs at
+// worst a swapped pair of messages with the same subject.
 //
 // # Bad frames and resynchronisation
 //
@@ -122,14 +123,21 @@ func Fingerprint(b []byte) uint64 {
 	return w.sum()
 }
 
-// wordHash computes a Fingerprint over bytes fed in pieces: the hash of
-// the whole words so far, and the partial word.
+// wordHash computes a Fingerprint over bytes fed in pieces: the lanes,
+// the whole words so far and the partial word.
 type wordHash struct {
-	h, pw uint64
+	lanes [4]uint64
+	nw    uint64 // whole words so far
+	pw    uint64
 	pn    uint // bytes in pw
 }
 
-func (w *wordHash) reset() { *w = wordHash{h: Offset64} }
+func (w *wordHash) reset() {
+	*w = wordHash{}
+	for j := range w.lanes {
+		w.lanes[j] = Offset64 ^ uint64(j)
+	}
+}
 
 // write feeds b a byte at a time: the plain definition, which the kernel's
 // word-at-a-time loads must agree with.
@@ -137,16 +145,21 @@ func (w *wordHash) write(b []byte) {
 	for _, c := range b {
 		w.pw |= uint64(c) << (8 * w.pn)
 		if w.pn++; w.pn == 8 {
-			w.h = (w.h ^ w.pw) * Prime64
+			j := w.nw % 4
+			w.lanes[j] = (w.lanes[j] ^ w.pw) * Prime64
+			w.nw++
 			w.pw, w.pn = 0, 0
 		}
 	}
 }
 
-// sum is the fingerprint of the bytes fed: the partial word's bytes are
-// hashed one by one.
+// sum is the fingerprint of the bytes fed: the lanes folded, then the
+// partial word's bytes one by one.
 func (w *wordHash) sum() uint64 {
-	h := w.h
+	h := w.lanes[0]
+	for _, l := range w.lanes[1:] {
+		h = (h ^ l) * Prime64
+	}
 	for k := range w.pn {
 		h = (h ^ (w.pw >> (8 * k) & 0xff)) * Prime64
 	}

@@ -134,11 +134,12 @@ func validate(c Config) error {
 // goroutine while the producer and Run read its fields, hence atomics.
 type consumer struct {
 	idBase     uint64
+	markerLast bool    // payloads json and random: the marker ends the body
 	recv       []int64 // t_recv_ns by index; 0 = not received
 	received   atomic.Int64
 	duplicates atomic.Int64
 	unexpected atomic.Int64 // marked, but not an id of this run
-	unmarked   atomic.Int64 // no marker at the start of the body
+	unmarked   atomic.Int64 // no marker at the start of the body (json, random: at its end)
 	probed     atomic.Bool  // a probe message arrived (see awaitSubscribers)
 	stopped    atomic.Bool
 }
@@ -149,7 +150,7 @@ func (c *consumer) onMessage(body []byte) {
 		return
 	}
 	id, ok := marker.Parse(body)
-	if !ok && len(body) >= marker.Len {
+	if !ok && c.markerLast && len(body) >= marker.Len {
 		id, ok = marker.Parse(body[len(body)-marker.Len:])
 	}
 	if !ok {
@@ -414,7 +415,8 @@ func subscriberURLs(cfg Config, u *url.URL) ([]*url.URL, error) {
 func dialSubscribers(ctx context.Context, dial DialFunc, us []*url.URL, cfg Config, n int) ([]*subscriber, error) {
 	subs := make([]*subscriber, 0, len(us))
 	for _, su := range us {
-		s := &subscriber{url: su, numbered: len(cfg.SubURLs) > 0, cons: &consumer{idBase: cfg.IDBase, recv: make([]int64, n)}}
+		s := &subscriber{url: su, numbered: len(cfg.SubURLs) > 0, cons: &consumer{idBase: cfg.IDBase, recv: make([]int64, n),
+			markerLast: cfg.Payload == PayloadJSON || cfg.Payload == PayloadRandom}}
 		drv, err := dial(ctx, su, DialOptions{Subject: cfg.Subject, Size: cfg.Size, Role: "consumer"})
 		if err != nil {
 			return subs, s.wrap(len(subs), err)

@@ -91,15 +91,15 @@ func TestSources(t *testing.T) {
 	}
 	b, _ := os.ReadFile(filepath.Join(dir, recfile.MessagesFile))
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
-	if !strings.HasSuffix(lines[0], ",copy,good_stamp,absent_stamp") || len(lines) != 1001 {
+	if !strings.HasSuffix(lines[0], ",copy,in_seq,out_seq,good_stamp,absent_stamp") || len(lines) != 1001 {
 		t.Fatalf("header %q, %d lines", lines[0], len(lines))
 	}
 	for _, l := range lines[1:] {
 		f := strings.Split(l, ",")
 		var tout, stamp int64
 		fmt.Sscan(f[2], &tout)
-		fmt.Sscan(f[11], &stamp)
-		if stamp != tout+1 || f[12] != "" {
+		fmt.Sscan(f[13], &stamp)
+		if stamp != tout+1 || f[14] != "" {
 			t.Fatalf("row %q: stamp or empty column wrong", l)
 		}
 	}
@@ -141,7 +141,7 @@ func (o *countObserver) check(t *testing.T, lines []string, rows int64) {
 	}
 	for i, l := range lines {
 		f := strings.Split(l, ",")
-		if want := f[2] + "," + f[11] + "," + f[12]; o.rows[i] != want {
+		if want := f[2] + "," + f[13] + "," + f[14]; o.rows[i] != want {
 			t.Fatalf("observer row %d %q, file %q", i, o.rows[i], want)
 		}
 	}

@@ -92,7 +92,7 @@ type sockioCarryVal struct {
 type sockioFstate struct {
 	_      structs.HostLayout
 	Pos    uint64
-	Fp     uint64
+	Fp     [4]uint64
 	Pw     uint64
 	Subj   uint64
 	Word   uint64
@@ -109,6 +109,8 @@ type sockioFstate struct {
 	Dir    uint8
 	Tls    uint8
 	Pn     uint8
+	Nw     uint8
+	Pad    [7]uint8
 	Held   [64]uint8
 }
 
