@@ -105,13 +105,7 @@ demo: deps build
 
 # A 3-node NATS cluster in network namespaces, each node recorded, the
 # recordings joined into each message's path (brokertrace cluster).
-cluster-# The table of matching by frame against matching by marker (README):
-# two recordings of nats-server at once under loads of unique payloads.
-frame-agreement: deps
-	BT_AGREEMENT_OUT=$(CURDIR)/frame-agreement.md $(ASROOT) $(GO) test -count=1 -run '^TestFrameAgreesWithMarker$$' ./cmd/brokertrace
-	cat frame-agreement.md
-
-demo: deps build
+cluster-demo: deps build
 	scripts/cluster-demo.sh
 
 clean:

@@ -85,8 +85,10 @@ type Matcher struct {
 	// FirstIn, if set, is called with the time of the first read of every id.
 	FirstIn func(t int64)
 
-	// queues, in queue mode (Queue), hold the reads of each key in flight.
+	// queues, in queue mode (Queue), hold the reads of each key in flight;
+	// held the writes not yet matched (holdOut).
 	queues map[uint64]*keyQueue
+	held   []events.IO
 
 	markersIn, markersOut, copies, dupIn, outNoIn, messages atomic.Uint64
 	expired, lateOut, ambiguous                             atomic.Uint64
@@ -101,8 +103,13 @@ func New(emit func(*Message), ttl time.Duration) *Matcher {
 
 // Add takes one socket event of the target.
 func (m *Matcher) Add(io *events.IO) {
+	var hold int64
+	if m.queues != nil {
+		hold = holdNs
+		m.releaseOuts(io.Time-hold, false)
+	}
 	if m.ttl > 0 {
-		m.expire(io.Time - m.ttl)
+		m.expire(io.Time - m.ttl - hold) // the writes held may still need the reads
 	}
 	if io.Dir == events.In {
 		for _, mk := range io.Markers {
@@ -114,9 +121,18 @@ func (m *Matcher) Add(io *events.IO) {
 		}
 		return
 	}
+	if m.queues != nil {
+		m.holdOut(io)
+		return
+	}
+	m.addOut(io)
+}
+
+// addOut matches the copies a write carried.
+func (m *Matcher) addOut(io *events.IO) {
 	for _, mk := range io.Markers {
 		m.markersOut.Add(1)
-		in, ok := m.inOf(mk.ID, io.Conn.Sock)
+		in, ok := m.inOf(mk.ID, io.Conn.Sock, io.Time)
 		if !ok {
 			m.countOrphan(mk.ID)
 			continue
@@ -134,10 +150,10 @@ func (m *Matcher) Add(io *events.IO) {
 	}
 }
 
-// inOf returns the read a copy of id written on sock goes to.
-func (m *Matcher) inOf(id, sock uint64) (*inRec, bool) {
+// inOf returns the read a copy of id written on sock at t goes to.
+func (m *Matcher) inOf(id, sock uint64, t int64) (*inRec, bool) {
 	if m.queues != nil {
-		return m.outQueued(id, sock)
+		return m.outQueued(id, sock, t)
 	}
 	num, ok := m.ids.get(id)
 	if !ok {

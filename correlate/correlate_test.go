@@ -3,6 +3,7 @@ package correlate
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/brokertrace/brokertrace/events"
 )
@@ -124,36 +125,40 @@ func TestExpiryBound(t *testing.T) {
 // connection, every copy counted as ambiguous while a later read of its
 // key was pending for its connection; and keys expire read by read.
 func TestQueueIdenticalKeys(t *testing.T) {
+	const ms = int64(time.Millisecond)
 	var got []Message
-	m := New(func(msg *Message) { got = append(got, *msg) }, 1000)
+	m := New(func(msg *Message) { got = append(got, *msg) }, time.Second)
 	m.Queue()
 	in := func(t int64, seq uint32) *events.IO {
-		return &events.IO{Time: t, Dir: events.In, Conn: events.Conn{Sock: 1}, Bytes: 10, SeqEnd: seq,
+		return &events.IO{Time: t * ms, Dir: events.In, Conn: events.Conn{Sock: 1}, Bytes: 10, SeqEnd: seq,
 			Markers: []events.Marker{{ID: 7, End: 10}}}
 	}
-	out := func(t int64, sock uint64) *events.IO {
-		return &events.IO{Time: t, Dir: events.Out, Conn: events.Conn{Sock: sock}, Bytes: 10, SeqEnd: 10,
+	out := func(t int64, sock uint64, seq uint32) *events.IO {
+		return &events.IO{Time: t * ms, Dir: events.Out, Conn: events.Conn{Sock: sock}, Bytes: 10, SeqEnd: seq,
 			Markers: []events.Marker{{ID: 7, End: 10}}}
 	}
-	m.Add(in(100, 110)) // read 1
-	m.Add(in(110, 120)) // read 2, same key
-	m.Add(out(120, 2))  // consumer 2 takes read 1 (read 2 pending: ambiguous)
-	m.Add(out(130, 3))  // consumer 3 takes read 1 (ambiguous)
-	m.Add(out(140, 2))  // consumer 2 takes read 2
-	m.Add(out(150, 2))  // consumer 2 has no read left: out without in
-	m.Add(in(1200, 9))  // expires reads 1 and 2 (TTL 1000)
-	m.Add(out(1210, 3)) // consumer 3: read 3, not read 2 (expired)
+	m.Add(in(100, 110))     // read 1
+	m.Add(in(110, 120))     // read 2, same key
+	m.Add(out(120, 2, 100)) // consumer 2 takes read 1 (read 2 pending: ambiguous)
+	m.Add(out(130, 3, 100)) // consumer 3 takes read 1 (ambiguous)
+	// Consumer 2's next two writes reach the matcher in the wrong order
+	// (two broker threads): their sequence numbers put them right.
+	m.Add(out(140, 2, 120))  // consumer 2 has no read left: out without in
+	m.Add(out(141, 2, 110))  // consumer 2 takes read 2
+	m.Add(in(1200, 9))       // expires reads 1 and 2 (TTL 1 s)
+	m.Add(out(1210, 3, 110)) // consumer 3: read 3, not read 2 (expired)
+	m.Flush()
 	want := []struct {
-		tin  int64
-		sock uint64
-		copy uint32
-	}{{100, 2, 1}, {100, 3, 2}, {110, 2, 1}, {1200, 3, 1}}
+		tin, tout int64
+		sock      uint64
+		copy      uint32
+	}{{100, 120, 2, 1}, {100, 130, 3, 2}, {110, 141, 2, 1}, {1200, 1210, 3, 1}}
 	if len(got) != len(want) {
 		t.Fatalf("%d rows, want %d: %+v", len(got), len(want), got)
 	}
 	for i, w := range want {
-		if got[i].TIn != w.tin || got[i].OutConn.Sock != w.sock || got[i].Copy != w.copy {
-			t.Fatalf("row %d: %+v, want t_in %d, consumer %d, copy %d", i, got[i], w.tin, w.sock, w.copy)
+		if got[i].TIn != w.tin*ms || got[i].TOut != w.tout*ms || got[i].OutConn.Sock != w.sock || got[i].Copy != w.copy {
+			t.Fatalf("row %d: %+v, want t_in %d ms, t_out %d ms, consumer %d, copy %d", i, got[i], w.tin, w.tout, w.sock, w.copy)
 		}
 	}
 	c := m.Finish()

@@ -1,6 +1,9 @@
 package correlate
 
 import (
+	"cmp"
+	"slices"
+
 	"github.com/brokertrace/brokertrace/events"
 )
 
@@ -58,8 +61,10 @@ func (m *Matcher) addQueued(io *events.IO, mk events.Marker) {
 	m.pushIn(io, mk)
 }
 
-// outQueued matches a copy in queue mode: the read it goes to, or false.
-func (m *Matcher) outQueued(id, sock uint64) (*inRec, bool) {
+// outQueued matches a copy written at t in queue mode: the read it goes
+// to, or false. It is ambiguous when another read of the key, read by t,
+// was pending for the connection too.
+func (m *Matcher) outQueued(id, sock uint64, t int64) (*inRec, bool) {
 	q := m.queues[id]
 	if q == nil {
 		return nil, false
@@ -70,7 +75,7 @@ func (m *Matcher) outQueued(id, sock uint64) (*inRec, bool) {
 		return nil, false
 	}
 	c.next = i + 1
-	if c.next < q.popped+uint64(len(q.nums)) {
+	if k := c.next - q.popped; k < uint64(len(q.nums)) && m.ins.at(int(q.nums[k]-m.first)).t <= t {
 		m.ambiguous.Add(1)
 	}
 	return m.ins.at(int(q.nums[i-q.popped] - m.first)), true
@@ -86,5 +91,79 @@ func (m *Matcher) expireQueued(id uint64) {
 	q.popped++
 	if len(q.nums) == 0 {
 		delete(m.queues, id)
+	}
+}
+
+// holdNs is how long, in event time, queue mode holds a write back before
+// matching it. Two broker threads may write to one connection one after
+// the other and have their events reach the ring buffer the other way
+// round (each probe run ends after its call released the socket); first
+// in, first out per connection needs the writes in stream order, which
+// their sequence numbers give once both have arrived.
+const holdNs = 2_000_000
+
+// holdOut keeps a write for matching once it is holdNs old.
+func (m *Matcher) holdOut(io *events.IO) {
+	x := *io
+	x.Markers = slices.Clone(io.Markers)
+	m.held = append(m.held, x)
+}
+
+// releaseOuts matches the held writes of time ≤ upTo (all of them with
+// all), with every held write of their connections that comes before them
+// in the stream: in time order, but each connection's in stream order.
+func (m *Matcher) releaseOuts(upTo int64, all bool) {
+	due := map[uint64]uint32{} // connection → the stream end of its last write due
+	for _, h := range m.held {
+		if end, ok := due[h.Conn.Sock]; (all || h.Time <= upTo) && (!ok || seqBefore(end, h.SeqEnd)) {
+			due[h.Conn.Sock] = h.SeqEnd
+		}
+	}
+	if len(due) == 0 {
+		return
+	}
+	var rel []events.IO
+	keep := m.held[:0]
+	for _, h := range m.held {
+		if end, ok := due[h.Conn.Sock]; ok && !seqBefore(end, h.SeqEnd) {
+			rel = append(rel, h)
+		} else {
+			keep = append(keep, h)
+		}
+	}
+	m.held = keep
+	for _, io := range inStreamOrder(rel) {
+		m.addOut(&io)
+	}
+}
+
+// inStreamOrder orders writes by time, then puts each connection's
+// writes, in the places that connection's writes took, in stream order.
+func inStreamOrder(ios []events.IO) []events.IO {
+	slices.SortStableFunc(ios, func(a, b events.IO) int { return cmp.Compare(a.Time, b.Time) })
+	bySock := map[uint64][]events.IO{}
+	for _, io := range ios {
+		bySock[io.Conn.Sock] = append(bySock[io.Conn.Sock], io)
+	}
+	for _, s := range bySock {
+		slices.SortStableFunc(s, func(a, b events.IO) int { return cmp.Compare(int32(a.SeqEnd-b.SeqEnd), 0) })
+	}
+	out := make([]events.IO, 0, len(ios))
+	for _, io := range ios {
+		s := bySock[io.Conn.Sock]
+		out = append(out, s[0])
+		bySock[io.Conn.Sock] = s[1:]
+	}
+	return out
+}
+
+// seqBefore compares TCP sequence numbers, which wrap.
+func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
+
+// Flush matches the writes queue mode still holds: at the end of a
+// recording, before Finish.
+func (m *Matcher) Flush() {
+	if m.queues != nil {
+		m.releaseOuts(0, true)
 	}
 }

@@ -492,6 +492,7 @@ func (r *recorder) finish(readErr error) (*Result, error) {
 		}
 	}
 	r.stopBoost()
+	r.m.Flush()
 	r.flush(source.NoWatermark)
 	stats, statErr := r.tr.Stats()
 	r.meta.Probe.Stats = stats

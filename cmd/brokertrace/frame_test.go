@@ -193,9 +193,8 @@ func recordTwice(t *testing.T, srv *testbroker.NATS, c agreement) map[string]str
 // TestFrameIdenticalPayloads: every body alike (load --payload same, the
 // marker in a NATS header, outside the payload): every copy is matched by
 // frame, first in, first out per key and consumer, and — nats-server
-// delivers one publisher's messages in order — nearly each to the right
-// message, as the marker recording of the same broker at the same time
-// says.
+// delivers one publisher's messages in order — each to the right message,
+// as the marker recording of the same broker at the same time says.
 func TestFrameIdenticalPayloads(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
@@ -206,15 +205,10 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%v-%d", c.Rate, c.Fanout), func(t *testing.T) {
 			dirs := recordTwice(t, srv, c)
-			right, frameRows, ambiguous := sameRight(t, dirs["marker"], dirs["frame"], 1024)
-			t.Logf("%v msg/s, fan-out %d: %d of %d copies matched by frame, %d to the right message; %d ambiguous",
-				c.Rate, c.Fanout, frameRows, c.Sent*c.Fanout, right, ambiguous)
-			// Every copy is matched. The right share is short of 100%
-			// by a few in 10 000 at 20 000 msg/s and more: the matcher
-			// takes one connection's writes in the order their events
-			// reached the ring buffer, which two broker threads writing
-			// to one socket can invert (docs/frame-matching.md).
-			if frameRows != c.Sent*c.Fanout+c.Fanout || float64(right) < 0.995*float64(c.Sent*c.Fanout) {
+			right, frameRows, other, ambiguous := sameRight(t, dirs["marker"], dirs["frame"], 1024)
+			t.Logf("%v msg/s, fan-out %d: %d of %d copies matched by frame, %d to the right message; %d ambiguous; %d other messages",
+				c.Rate, c.Fanout, frameRows-other, c.Sent*c.Fanout, right, ambiguous, other)
+			if frameRows != c.Sent*c.Fanout+c.Fanout || other != c.Fanout || right != c.Sent*c.Fanout {
 				t.Fatalf("%d frame rows (want %d copies and %d probes), %d right", frameRows, c.Sent*c.Fanout, c.Fanout, right)
 			}
 		})
@@ -225,7 +219,7 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 // as the marker recording: with the marker in the header, a message's
 // payload ends 4 + size − 20 bytes after its marker ("\r\n\r\n", then
 // the filler), in and out alike.
-func sameRight(t *testing.T, marker, frame string, size int) (right, rows int, ambiguous uint64) {
+func sameRight(t *testing.T, marker, frame string, size int) (right, rows, other int, ambiguous uint64) {
 	t.Helper()
 	mr, err := recfile.ReadMessages(filepath.Join(marker, recfile.MessagesFile))
 	if err != nil {
@@ -242,13 +236,23 @@ func sameRight(t *testing.T, marker, frame string, size int) (right, rows int, a
 	}
 	for _, f := range fr {
 		m, ok := byOut[rowKey{outL: f.OutLPort, outR: f.OutRPort, outSeq: f.OutSeq}]
-		if ok && m.InSeq+d == f.InSeq && m.InLPort == f.InLPort && m.InRPort == f.InRPort && m.InTID == f.InTID {
+		switch {
+		case !ok:
+			other++ // no marker ends there: the load's subscription probes
+		case m.InSeq+d == f.InSeq && m.InLPort == f.InLPort && m.InRPort == f.InRPort:
+			// The same message. The threads and times may differ where a
+			// read ended between the header (the marker) and the
+			// payload's end: the frame row's read is the one that
+			// completed the message.
 			right++
+		case rows-right < 5:
+			t.Logf("frame row %+v; marker row of its write %+v", f, m)
 		}
+		rows++
 	}
 	var meta recfile.Meta
 	if err := recfile.ReadJSON(frame, recfile.MetaFile, &meta); err != nil {
 		t.Fatal(err)
 	}
-	return right, len(fr), meta.Messages.Ambiguous
+	return right, rows, other, meta.Messages.Ambiguous
 }
