@@ -88,9 +88,10 @@ bench: deps build
 soak: deps build
 	SOAK_SECONDS=3600 scripts/soak.sh
 
-# Mutation check of the kernel marker scanner (scripts/mutate.sh): lists
-# every mutant of bpf/sockio.bpf.c the socket probe's tests fail to kill.
-# About four minutes, so not part of test.
+# Mutation check of the kernel marker scanner and frame parser
+# (scripts/mutate.sh): lists every mutant of bpf/sockio.bpf.c and
+# bpf/frame.bpf.h the socket probe's tests fail to kill. Several minutes,
+# so not part of test.
 mutate: deps
 	scripts/mutate.sh
 

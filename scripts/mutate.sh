@@ -1,108 +1,153 @@
 #!/usr/bin/env bash
-# make mutate: a mutation check of the kernel marker scanner. Each mutant
-# below is one small change to bpf/sockio.bpf.c's marker grammar and scan
-# code. In a scratch copy of the tree, the script applies one mutant at a
-# time, regenerates that copy's BPF object (go generate, as
-# scripts/check-generated.sh does), and runs the socket probe's marker tests
-# there. A mutant the tests pass on has survived: the script prints every
-# survivor and exits 1. A mutant that does not compile, or that the verifier
-# rejects, is an error in this list (exit 2): it would die for the wrong
-# reason. The tree itself is never changed. Needs root (the tests load eBPF);
-# takes a few minutes.
+# make mutate: a mutation check of the socket probe's two in-kernel
+# parsers. Each mutant below is one small change to the marker scanner
+# (bpf/sockio.bpf.c) or to the protocol frame parser (bpf/frame.bpf.h). In
+# a scratch copy of the tree, the script applies one mutant at a time,
+# regenerates that copy's BPF object (go generate, as
+# scripts/check-generated.sh does), and runs the socket probe's tests of
+# that parser there. A mutant the tests pass on has survived: the script
+# prints every survivor and exits 1. A mutant that does not compile, or that
+# the verifier rejects, is an error in this list (exit 2): it would die for
+# the wrong reason. The tree itself is never changed. Needs root (the tests
+# load eBPF); takes a few minutes per parser.
 #
+#   scripts/mutate.sh [marker|frame|all]   the parser(s) to mutate (all)
 #   MUTATE_ONLY=name,...  run only these mutants
-#   MUTATE_RUN=regexp     tests to run (default: the marker tests below)
+#   MUTATE_RUN=regexp     tests to run (default: the parser's tests below)
+#
+# A mutant is "name :: text => replacement"; the text must occur exactly
+# once in the source. In both, \N stands for a line break and \T for a tab.
 set -euo pipefail
 export PATH=$PATH:/usr/local/go/bin
 top=$(cd "$(dirname "$0")/.." && pwd)
-src=bpf/sockio.bpf.c
-tests=${MUTATE_RUN:-'^(TestScanNearMisses|TestSyscallForms|TestSplitMarker|TestRandomAgainstReference|TestBurst|TestManyIovecs|TestScanLimit)$'}
+which=${1:-all}
 
-# name :: text in sockio.bpf.c (found exactly once) => its replacement
-mutants=$(
+marker_src=bpf/sockio.bpf.c
+marker_tests='^(TestScanNearMisses|TestSyscallForms|TestSplitMarker|TestRandomAgainstReference|TestBurst|TestManyIovecs|TestScanLimit)$'
+marker_mutants=$(
 	cat <<'EOF'
 hexval-accepts-g :: ch <= 'f') => ch <= 'g')
-hexval-accepts-backtick :: ch >= 'a' && => ch >= '`' &&
-hexval-rejects-0 :: ch >= '0' && => ch > '0' &&
-hexval-uppercase :: if (ch >= 'a' && ch <= 'f') => ch |= 0x20; if (ch >= 'a' && ch <= 'f')
-try-marker-only-BTI :: if (*(__u32 *)&c->buf[p] != 0x44495442) => if ((*(__u32 *)&c->buf[p] & 0xffffff) != 0x495442)
-try-marker-digit-unchecked :: int v = hexval(c->buf[p + 4 + i]); => int v = hexval(c->buf[p + 4 + i]) & 15;
-try-marker-chunk-end :: if (p > HEAD + SCAN_CHUNK - BT_MARKER_LEN) => if (p >= HEAD + SCAN_CHUNK - BT_MARKER_LEN)
-check-word-end :: p + BT_MARKER_LEN <= end) => p + BT_MARKER_LEN < end)
-check-word-start :: p >= start && => p > start &&
-check-word-7-bytes :: for (__u32 j = 0; j < 8; j++) { => for (__u32 j = 0; j < 7; j++) {
-scan-digit-range :: x + 0x5050505050505050ULL => x + 0x4f4f4f4f4f4f4f4fULL
-scan-word-before :: __u64 po = o - 8; => __u64 po = o - 16;
-scan-pair-test :: ~x & 0x8080808080808080ULL) == 0x8080808080808080ULL => ~x & 0x8080808080808080ULL) != 0x8080808080808080ULL
-scan-full-chunk :: if (len == 0 || len > SCAN_CHUNK) => if (len == 0 || len >= SCAN_CHUNK)
-scan-carried-start :: __u32 start = HEAD - cl; => __u32 start = HEAD - cl + 1;
-carry-3-words :: for (__u64 k = 0; k < 4; k++) { => for (__u64 k = 0; k < 3; k++) {
-carry-last-word :: if (wi * 8 >= end || => if (wi * 8 + 8 >= end ||
+hexval-accepts-backtick :: if (ch >= 'a' && => if (ch >= '`' &&
+hexval-rejects-0 :: if (ch >= '0' && => if (ch > '0' &&
+try-marker-only-BTI :: if (*(__u32 *)m != 0x44495442) => if ((*(__u32 *)m & 0xffffff) != 0x495442)
+try-marker-15-digits :: for (int i = 0; i < 16; i++) { => for (int i = 0; i < 15; i++) {
+check-cand-end :: p + BT_MARKER_LEN <= end) => p + BT_MARKER_LEN < end)
+check-cand-start :: if (b[j] == 'B' && p >= start && => if (b[j] == 'B' && p > start &&
+check-cand-12-bytes :: for (__u32 j = 0; j < STRIDE; j++) { => for (__u32 j = 0; j < STRIDE - 1; j++) {
+far-range-low :: ((x - 0x30 * ONES) | (x + 0x19 * ONES)) & HIGHS => ((x - 0x31 * ONES) | (x + 0x19 * ONES)) & HIGHS
+far-range-high :: ((x - 0x30 * ONES) | (x + 0x19 * ONES)) & HIGHS => ((x - 0x30 * ONES) | (x + 0x1a * ONES)) & HIGHS
+block-b-6-words :: for (__u32 k = 0; k < 7; k++) { => for (__u32 k = 0; k < 6; k++) {
 carry-18-bytes :: for (__u32 k = 1; k <= BT_CARRY_MAX; k++) { => for (__u32 k = 1; k < BT_CARRY_MAX; k++) {
 carry-prefix-D :: (i == 3 && ch != 'D') => (i == 3 && ch == 'D')
-carry-saved-bytes :: c->carry[2] = *(__u64 *)&c->buf[len + 16]; => c->carry[2] = *(__u64 *)&c->buf[len + 15];
+carry-3-words :: for (__u64 k = 0; k < 4; k++) { => for (__u64 k = 0; k < 3; k++) {
+carry-saved-bytes :: c->carry[2] = load64(b + 16); => c->carry[2] = load64(b + 15);
+stage-carried-start :: return HEAD - cl; => return HEAD - cl + 1;
+scan-full-chunk :: if (len == 0 || len > SCAN_CHUNK) => if (len == 0 || len >= SCAN_CHUNK)
+EOF
+)
+
+frame_src=bpf/frame.bpf.h
+frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined)$'
+frame_mutants=$(
+	cat <<'EOF'
+space-no-tab :: return ch == ' ' || ch == '\t' || => return ch == ' ' ||
+verb-case :: (ch >= 'a' && ch <= 'z' ? ch - 32 : ch) => (ch)
+pub-fields :: w == W3('P', 'U', 'B') && (nf == 3 || nf == 4) => w == W3('P', 'U', 'B') && (nf == 3)
+hpub-sizes :: (nf == 4 || nf == 5) && n0 && n1 && v0 <= v1 => (nf == 4 || nf == 5) && n0 && n1 && v0 < v1
+msg-fields :: w == W3('M', 'S', 'G') && (nf == 4 || nf == 5) => w == W3('M', 'S', 'G') && (nf == 4)
+hmsg-fields :: (nf == 5 || nf == 6) => (nf == 5 || nf == 7)
+max-header :: if (line >= MAX_HEADER) { => if (line > MAX_HEADER) {
+max-payload :: v > MAX_PAYLOAD) => v > 2 * MAX_PAYLOAD)
+size-digits :: if (ch < '0' || ch > '9' || => if (ch < '0' || ch > ':' ||
+crlf-cr :: if (ch == '\r') { => if (ch == '\r' || ch == '\n') {
+crlf-lf :: if (ch == '\n') {\N\T\T\Tframe_confirm(d); => if (ch != '\r') {\N\T\T\Tframe_confirm(d);
+sync-resync :: st->frame_skipped[d] += 1;\N\T\Tif (ch == '\n') { => st->frame_skipped[d] += 1;\N\T\Tif (ch == '\r') {
+empty-line :: if (line > 0) { => if (line > 1) {
+fold-lane-3 :: h = (h ^ fs->fp[3]) * FNV_PRIME; => h = (h ^ fs->fp[2]) * FNV_PRIME;
+block-lane-3 :: h3 = (h3 ^ load64(b + 24)) * FNV_PRIME; => h3 = (h3 ^ load64(b + 16)) * FNV_PRIME;
+lead-words :: if ((c->fs.nw & 3) == 0 || n - i < 8 || i > n) => if ((c->fs.nw & 3) == 1 || n - i < 8 || i > n)
+tail-words :: if (n - i < 8 || i > n) => if (n - i < 16 || i > n)
+byte-word :: fs->fp[j] = (fs->fp[j] ^ pw) * FNV_PRIME; => fs->fp[j] = fs->fp[j] * FNV_PRIME;
+payload-end :: m->end = c->seg_base + o - HEAD; => m->end = c->seg_base + o - HEAD + 1;
+tls-version :: ch >= 0x01 && ch <= 0x04 => ch >= 0x01 && ch <= 0x05
+held-call :: if (fl & FF_HELD_NOW) { => if (fl & (FF_HELD_NOW | FF_HELD)) {
+joined-sync :: f->state = F_SYNC;\N\T\Tf->tls = 0xff; => f->state = F_LINE;\N\T\Tf->tls = 0xff;
 EOF
 )
 
 [ "$(id -u)" = 0 ] || { echo "mutate: run as root: the tests load eBPF programs" >&2; exit 4; }
+case $which in marker | frame | all) ;; *) echo "mutate: marker, frame or all, not $which" >&2; exit 2 ;; esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cp -a "$top" "$tmp/repo"
+mkdir "$tmp/repo"
+tar -C "$top" --exclude=./.cache --exclude=./bin -cf - . | tar -C "$tmp/repo" -xf -
 cd "$tmp/repo"
-cp "$src" "$tmp/orig.c"
 
-# apply NAME OLD NEW: replace the one occurrence of OLD in a fresh copy of
-# the source.
+# apply SRC NAME OLD NEW: replace the one occurrence of OLD in a fresh copy
+# of SRC.
 apply() {
-	cp "$tmp/orig.c" "$src"
-	OLD=$2 NEW=$3 perl -0777 -i -pe '
-		my $n = () = /\Q$ENV{OLD}\E/g;
-		die "found $n times\n" if $n != 1;
-		s/\Q$ENV{OLD}\E/$ENV{NEW}/;' "$src" || { echo "mutate: $1: '$2' must occur exactly once in $src" >&2; exit 2; }
+	cp "$tmp/orig" "$1"
+	OLD=$3 NEW=$4 perl -0777 -i -pe '
+		my ($o, $n) = ($ENV{OLD}, $ENV{NEW});
+		for ($o, $n) { s/\\N/\n/g; s/\\T/\t/g; }
+		my $k = () = /\Q$o\E/g;
+		die "found $k times\n" if $k != 1;
+		s/\Q$o\E/$n/;' "$1" || { echo "mutate: $2: '$3' must occur exactly once in $1" >&2; exit 2; }
 }
 
-# run NAME: regenerate the object and run the tests; returns the tests'
-# status, their output in $tmp/out.
+# run NAME TESTS: regenerate the object and run the tests; returns the
+# tests' status, their output in $tmp/out.
 run() {
 	if ! go generate ./probes/sockio >"$tmp/out" 2>&1; then
 		cat "$tmp/out" >&2
 		echo "mutate: $1 does not compile" >&2
 		exit 2
 	fi
-	go test -count=1 -p 1 -failfast -timeout 10m -run "$tests" ./probes/sockio/ >"$tmp/out" 2>&1
+	go test -count=1 -p 1 -failfast -timeout 10m -run "$2" ./probes/sockio/ >"$tmp/out" 2>&1
+}
+
+# mutate SRC TESTS MUTANTS: every mutant of one parser.
+mutate() {
+	local src=$1 tests=${MUTATE_RUN:-$2} mutants=$3
+	cp "$src" "$tmp/orig"
+	if ! run unmutated "$tests"; then
+		cat "$tmp/out" >&2
+		echo "mutate: the tests fail on the unmutated $src" >&2
+		exit 2
+	fi
+	while IFS= read -r line; do
+		local name=${line%% :: *} rest=${line#* :: }
+		local old=${rest%% => *} new=${rest#* => }
+		if [ -n "${MUTATE_ONLY:-}" ] && [[ ",$MUTATE_ONLY," != *",$name,"* ]]; then
+			continue
+		fi
+		n=$((n + 1))
+		apply "$src" "$name" "$old" "$new"
+		local t0=$SECONDS
+		if run "$name" "$tests"; then
+			echo "SURVIVED  $name: $old => $new"
+			survivors+=("$name")
+		elif grep -q ': Open({' "$tmp/out"; then
+			grep -m1 ': Open({' "$tmp/out" | cut -c1-300 >&2
+			echo "mutate: $name: the program does not load (verifier)" >&2
+			exit 2
+		else
+			local killer
+			killer=$(grep -m1 -- '--- FAIL: ' "$tmp/out" | sed 's/^ *--- FAIL: //; s/ (.*//')
+			echo "killed    $name by $killer ($((SECONDS - t0))s)"
+		fi
+	done <<<"$mutants"
+	cp "$tmp/orig" "$src"
 }
 
 start=$SECONDS
-if ! run unmutated; then
-	cat "$tmp/out" >&2
-	echo "mutate: the tests fail on the unmutated code" >&2
-	exit 2
-fi
 survivors=()
 n=0
-while IFS= read -r line; do
-	name=${line%% :: *}
-	rest=${line#* :: }
-	old=${rest%% => *}
-	new=${rest#* => }
-	if [ -n "${MUTATE_ONLY:-}" ] && [[ ",$MUTATE_ONLY," != *",$name,"* ]]; then
-		continue
-	fi
-	n=$((n + 1))
-	apply "$name" "$old" "$new"
-	t0=$SECONDS
-	if run "$name"; then
-		echo "SURVIVED  $name: $old => $new"
-		survivors+=("$name")
-	elif grep -q ': Open({' "$tmp/out"; then
-		grep -m1 ': Open({' "$tmp/out" | cut -c1-300 >&2
-		echo "mutate: $name: the program does not load (verifier)" >&2
-		exit 2
-	else
-		killer=$(grep -m1 -- '--- FAIL: ' "$tmp/out" | sed 's/^ *--- FAIL: //; s/ (.*//')
-		echo "killed    $name by $killer ($((SECONDS - t0))s)"
-	fi
-done <<<"$mutants"
-cp "$tmp/orig.c" "$src"
+if [ "$which" != frame ]; then
+	mutate "$marker_src" "$marker_tests" "$marker_mutants"
+fi
+if [ "$which" != marker ]; then
+	mutate "$frame_src" "$frame_tests" "$frame_mutants"
+fi
 echo "mutate: $n mutants, ${#survivors[@]} survived, $((SECONDS - start))s"
 [ ${#survivors[@]} = 0 ]

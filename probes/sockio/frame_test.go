@@ -1,9 +1,11 @@
 package sockio
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/frame"
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -129,9 +132,20 @@ func natsStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 			}
 			b = append(append(append(b, h...), p...), "\r\n"...)
 		default:
+			good := map[frame.Dir][]string{
+				frame.In:  {"PING\r\n", "PONG\n", "CONNECT {\"verbose\":false}\r\n", "SUB a.b 1\r\n", "UNSUB 1\r\n", longLine(4095)},
+				frame.Out: {"PING\r\n", "PONG\r\n", "INFO {\"server_id\":\"x\"}\r\n", "+OK\r\n", "-ERR 'x'\r\n"},
+			}[dir]
+			if r.IntN(4) > 0 {
+				b = append(b, good[r.IntN(len(good))]...)
+				break
+			}
 			ctl := map[frame.Dir][]string{
-				frame.In:  {"PING\r\n", "PONG\n", "CONNECT {\"verbose\":false}\r\n", "SUB a.b 1\r\n", "UNSUB 1\r\n", "\r\n"},
-				frame.Out: {"PING\r\n", "PONG\r\n", "INFO {\"server_id\":\"x\"}\r\n", "+OK\r\n", "-ERR 'x'\r\n", "\n"},
+				frame.In: {"PING\r\n", "PONG\n", "CONNECT {\"verbose\":false}\r\n", "SUB a.b 1\r\n", "UNSUB 1\r\n", "\r\n",
+					"PUB big 268435457\r\n", "PUB a 5:\r\nhello\r\n", "PUB a /5\r\nhello\r\n", "PUB a 5\r\nhello\n\n", "PUB a 5\r\nhello\rX\r\n",
+					longLine(4095), longLine(4096)},
+				frame.Out: {"PING\r\n", "PONG\r\n", "INFO {\"server_id\":\"x\"}\r\n", "+OK\r\n", "-ERR 'x'\r\n", "\n",
+					"MSG a 1 5:\r\nhello\r\n", "MSG a 1 5\r\nhello\n\n", "MSG a 1 5\r\nhello\rX\r\n"},
 			}[dir]
 			b = append(b, ctl[r.IntN(len(ctl))]...)
 		}
@@ -144,6 +158,13 @@ func natsStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 	return b
 }
 
+// longLine is a PUB of a 1-byte payload whose control line holds n bytes
+// before its '\n': up to frame.MaxHeader - 1 it is valid, from
+// frame.MaxHeader on bad.
+func longLine(n int) string {
+	return "PUB" + strings.Repeat(" ", n-7) + "a 1\r\nx\r\n"
+}
+
 func asciiLower(s string) []byte {
 	b := []byte(s)
 	for i, c := range b {
@@ -154,12 +175,19 @@ func asciiLower(s string) []byte {
 	return b
 }
 
-// frameCalls cuts n bytes into calls of random sizes, forms and iovec
-// entries.
-func frameCalls(r *rand.Rand, dir events.Dir, n int) []ioCall {
+// frameCalls cuts stream into calls of random sizes, forms and iovec
+// entries; a third of the CRLFs also begin a call, so that many payloads
+// end just before a call does (the kernel then holds their record for
+// the trailer the next call brings).
+func frameCalls(r *rand.Rand, dir events.Dir, stream []byte) []ioCall {
+	n := len(stream)
 	p := &planner{r: r, dir: dir}
 	for at := 0; at < n; {
-		at = min(n, at+1+[]int{r.IntN(8), r.IntN(200), r.IntN(5000), r.IntN(70000)}[r.IntN(4)])
+		next := min(n, at+1+[]int{r.IntN(8), r.IntN(200), r.IntN(5000), r.IntN(70000)}[r.IntN(4)])
+		if k := bytes.Index(stream[at+1:next], []byte("\r\n")); k >= 0 && r.IntN(3) == 0 {
+			next = at + 1 + k
+		}
+		at = next
 		p.cutAt(at, r.IntN(3) != 0 || at == n)
 	}
 	return p.calls
@@ -222,8 +250,8 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 	anchor := map[frame.Dir][]byte{frame.In: []byte("PUB a 1\r\nx\r\n"), frame.Out: []byte("MSG a 1 1\r\nx\r\n")}
 	in := append(slices.Clone(anchor[frame.In]), natsStream(rng, frame.In, bad)...)
 	out := append(slices.Clone(anchor[frame.Out]), natsStream(rng, frame.Out, bad)...)
-	wIn, rIn := anchored(frameCalls(rng, events.Out, len(in)), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, len(in)), len(anchor[frame.In]))
-	wOut, rOut := anchored(frameCalls(rng, events.Out, len(out)), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, len(out)), len(anchor[frame.Out]))
+	wIn, rIn := anchored(frameCalls(rng, events.Out, in), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, in), len(anchor[frame.In]))
+	wOut, rOut := anchored(frameCalls(rng, events.Out, out), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, out), len(anchor[frame.Out]))
 	cfd, sfd := r.pair(t)
 	for _, c := range wIn {
 		doCall(t, cfd, c, in)
@@ -415,6 +443,15 @@ func TestKernelFrames(t *testing.T) {
 				for seed := range uint64(40) {
 					r.run(t, seed, int(seed%4)*int(seed%3))
 				}
+				// Records whose trailer came in the next call, bad frames
+				// and resyncs all happened, in both directions.
+				f := r.stats(t).Frame
+				t.Logf("frame counters %+v", f)
+				for d := range 2 {
+					if f.Held[d] == 0 || f.Bad[d] == 0 || f.Resyncs[d] == 0 || f.Skipped[d] == 0 {
+						t.Fatalf("direction %d: a path the streams never took: %+v", d, f)
+					}
+				}
 			})
 		}
 	}
@@ -430,4 +467,101 @@ func FuzzKernelFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, bad uint8) {
 		r.run(t, seed, int(bad%16))
 	})
+}
+
+// TestKernelFramesTLS: a connection whose client begins with a TLS record
+// header (0x16 0x03 0x01..0x04) is encrypted: neither direction is parsed,
+// every byte after the header is counted as encrypted, no record comes
+// out. One whose third byte is out of that range is plain NATS (a bad
+// line). Both against the reference.
+func TestKernelFramesTLS(t *testing.T) {
+	r := openFrameRig(t, Options{})
+	msgs := []byte("MSG a 1 5\r\nhello\r\nMSG a 1 5\r\nworld\r\n")
+	for _, tc := range []struct {
+		hello []byte
+		tls   bool
+	}{{[]byte("\x16\x03\x01\x02\x00PUB a 5\r\nhello\r\n"), true}, {[]byte("\x16\x03\x05\x02\x00PUB a 5\r\nhello\r\n"), false}} {
+		before := r.stats(t)
+		cfd, sfd := r.pair(t)
+		doCall(t, cfd, ioCall{pieces: []int{2}, form: events.CallWrite}, tc.hello)
+		doCall(t, cfd, ioCall{start: 2, pieces: []int{len(tc.hello) - 2}, form: events.CallWrite}, tc.hello)
+		waitInq(t, sfd, len(tc.hello))
+		doCall(t, sfd, ioCall{pieces: []int{1}, form: events.CallRead}, tc.hello)
+		doCall(t, sfd, ioCall{start: 1, pieces: []int{len(tc.hello) - 1}, form: events.CallRead}, tc.hello)
+		doCall(t, sfd, ioCall{pieces: []int{len(msgs)}, form: events.CallWrite}, msgs)
+		unix.Close(cfd)
+		unix.Close(sfd)
+		evs := r.sync(t)
+		after := r.stats(t)
+		srv := frame.NewConn(frame.NATS)
+		want := append(srv.In.Feed(tc.hello[:1]), srv.In.Feed(tc.hello[1:])...)
+		want = append(want, srv.Out.Feed(msgs)...)
+		var got int
+		for _, e := range evs {
+			if e.Conn.LocalPort == r.port {
+				got += len(e.Markers)
+			}
+		}
+		enc := after.Frame.Encrypted[0] - before.Frame.Encrypted[0] + after.Frame.Encrypted[1] - before.Frame.Encrypted[1]
+		wantEnc := srv.In.Counters().Encrypted + srv.Out.Counters().Encrypted
+		tlsSocks := after.Frame.TLS - before.Frame.TLS
+		if srv.TLS() != tc.tls || got != len(want) || int64(enc) != wantEnc || (tlsSocks == 1) != tc.tls {
+			t.Fatalf("%q: kernel %d records, %d encrypted bytes, %d TLS sockets; reference %d records, %d encrypted, TLS %v",
+				tc.hello[:3], got, enc, tlsSocks, len(want), wantEnc, srv.TLS())
+		}
+	}
+}
+
+// TestKernelFramesJoined: connections open before the probe attached
+// are parsed from their first frame boundary on, as the reference's
+// NewConnJoined does, and counted as joined.
+func TestKernelFramesJoined(t *testing.T) {
+	testutil.RequireRoot(t, "loads eBPF programs")
+	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(ln) })
+	unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
+	unix.Listen(ln, 8)
+	r := &frameRig{ln: ln}
+	ins := [][]byte{
+		// Met inside a line whose rest looks like a header with a wrong
+		// size: skipped to the line's end.
+		[]byte("yy PUB fake 9999\r\nPUB a 5\r\nhello\r\nPUB b 0\r\n\r\n"),
+		// Met exactly at a line's start: skipped all the same, since the
+		// kernel cannot tell.
+		[]byte("PUB fake 2\r\nPUB a 5\r\nhello\r\nPUB b 0\r\n\r\n"),
+	}
+	var fds [][2]int
+	for range ins {
+		c, s := r.pair(t)
+		fds = append(fds, [2]int{c, s})
+	}
+	sa, _ := unix.Getsockname(ln)
+	r.port = uint16(sa.(*unix.SockaddrInet4).Port)
+	r.c = attachProbe(t, Options{Match: MatchFrame, FramePorts: map[uint16]frame.Proto{r.port: frame.NATS}})
+	var want, got []frame.Record
+	var skipped int64
+	for i, in := range ins {
+		doCall(t, fds[i][0], ioCall{pieces: []int{len(in)}, form: events.CallWrite}, in)
+		waitInq(t, fds[i][1], len(in))
+		doCall(t, fds[i][1], ioCall{pieces: []int{len(in)}, form: events.CallRead}, in)
+		ref := frame.NewConnJoined(frame.NATS)
+		want = append(want, keys(ref.In.Feed(in))...)
+		skipped += ref.In.Counters().Skipped
+		unix.Close(fds[i][0])
+		unix.Close(fds[i][1])
+		for _, e := range r.sync(t) {
+			if e.Conn.LocalPort == r.port && e.Dir == events.In {
+				for _, m := range e.Markers {
+					got = append(got, frame.Record{End: int64(m.End), Len: int64(m.Len), Fingerprint: m.ID})
+				}
+			}
+		}
+	}
+	st := r.stats(t)
+	if !slices.Equal(got, want) || len(want) != 4 || st.Frame.Joined != 4 || st.Frame.Resyncs[0] != 2 || int64(st.Frame.Skipped[0]) != skipped {
+		t.Fatalf("kernel %v, joined %d, frame counters %+v; reference %v, %d skipped", got, st.Frame.Joined, st.Frame, want, skipped)
+	}
 }
