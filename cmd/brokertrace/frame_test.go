@@ -2,15 +2,19 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
@@ -255,4 +259,52 @@ func sameRight(t *testing.T, marker, frame string, size int) (right, rows, other
 		t.Fatal(err)
 	}
 	return right, rows, other, meta.Messages.Ambiguous
+}
+
+// TestFrameTLS: a nats-server behind TLS. Its clients' connections begin
+// with a TLS handshake: matching by frame marks them encrypted, parses
+// nothing of them, counts their bytes, and says so in one warning line.
+func TestFrameTLS(t *testing.T) {
+	testutil.RequireRoot(t, "loads eBPF programs")
+	dir := t.TempDir()
+	pool := testutil.ServerCert(t, dir)
+	srv := testbroker.StartNATS(t, "--tls", "--tlscert", filepath.Join(dir, testutil.ServerFile),
+		"--tlskey", filepath.Join(dir, testutil.ServerKeyFile))
+	out := filepath.Join(t.TempDir(), "rec")
+	rec := exec.Command(binary, "record", "--pid", strconv.Itoa(srv.PID()), "--match", "frame", "--out", out, "--quiet")
+	testutil.WaitAttached(t, rec, srv.PID())
+	var conns []*nats.Conn
+	for range 2 {
+		nc, err := nats.Connect(srv.URL(), nats.Secure(&tls.Config{RootCAs: pool}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		conns = append(conns, nc)
+	}
+	got := make(chan struct{}, 100)
+	if _, err := conns[1].Subscribe("bt.tls", func(*nats.Msg) { got <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	conns[1].Flush()
+	for range 100 {
+		conns[0].Publish("bt.tls", []byte("a secret payload"))
+	}
+	for range 100 {
+		<-got
+	}
+	rec.Process.Signal(os.Interrupt)
+	if err := rec.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	var meta recfile.Meta
+	if err := recfile.ReadJSON(out, recfile.MetaFile, &meta); err != nil {
+		t.Fatal(err)
+	}
+	f := meta.Probe.Stats.Frame
+	warned := slices.ContainsFunc(meta.Warnings, func(w string) bool { return strings.Contains(w, "are encrypted (TLS)") })
+	if f == nil || f.TLS != 2 || f.Encrypted[0] == 0 || f.Encrypted[1] == 0 || meta.Rows != 0 || !warned {
+		t.Fatalf("frame counters %+v, %d rows, warnings %q", f, meta.Rows, meta.Warnings)
+	}
+	t.Logf("%d TLS connections, %d bytes in and %d out encrypted; warning present", f.TLS, f.Encrypted[0], f.Encrypted[1])
 }
