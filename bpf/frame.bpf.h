@@ -124,31 +124,6 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 	fs->state = F_CR;
 }
 
-/* stage_record adds a record of this call to its events (as try_marker
- * adds a marker). */
-static __always_inline void stage_record(struct scan_ctx *c, struct bt_stats *st, struct bt_marker *m)
-{
-	__u32 i = MASK(c->nev, NEV - 1);
-	__u32 k = c->ev[i].nr_markers;
-	if (k >= BT_MAX_MARKERS) {
-		if (i < NEV - 1) {
-			__u32 n = MASK(i + 1, NEV - 1);
-			__builtin_memcpy(&c->ev[n], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
-			c->nev = i = n;
-		} else {
-			flush_events(c, st, true);
-			i = 0;
-		}
-		c->ev[i].nr_markers = 0;
-		k = 0;
-	}
-	i = MASK(i, NEV - 1);
-	k = MASK(k, BT_MAX_MARKERS - 1);
-	c->ev[i].markers[k] = *m;
-	c->ev[i].nr_markers = k + 1;
-	c->found += 1;
-}
-
 /* frame_confirm sends the held record once its trailer is checked: with
  * this call's events if its payload ended in this call, else as the
  * one-marker event of the call it ended in. A global function, so that
@@ -167,7 +142,8 @@ __noinline int frame_confirm(__u32 d)
 		return 0;
 	st->markers[d] += 1;
 	if (fl & FF_HELD_NOW) {
-		stage_record(c, st, (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)]);
+		struct bt_marker *m = (struct bt_marker *)&c->fs.held[__builtin_offsetof(struct bt_event, markers)];
+		stage_marker(c, st, m->id, m->end, m->len);
 		return 0;
 	}
 	st->frame_held[d] += 1;

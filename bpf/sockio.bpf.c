@@ -424,6 +424,35 @@ static __always_inline int hexval(__u8 ch)
 	return -1;
 }
 
+/* stage_marker adds a marker (or, matching by frame, a message record) to
+ * the call's events: to the current event, else to the next one with the
+ * same header, else after sending the events staged so far. */
+static __always_inline void stage_marker(struct scan_ctx *c, struct bt_stats *st, __u64 id, __u32 end, __u32 len)
+{
+	__u32 i = MASK(c->nev, NEV - 1);
+	__u32 k = c->ev[i].nr_markers;
+	if (k >= BT_MAX_MARKERS) {
+		if (i < NEV - 1) {
+			/* The next event: the same call, the same header. */
+			__u32 n = MASK(i + 1, NEV - 1);
+			__builtin_memcpy(&c->ev[n], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
+			c->nev = i = n;
+		} else {
+			flush_events(c, st, true);
+			i = 0;
+		}
+		c->ev[i].nr_markers = 0;
+		k = 0;
+	}
+	i = MASK(i, NEV - 1);
+	k = MASK(k, BT_MAX_MARKERS - 1);
+	c->ev[i].markers[k].id = id;
+	c->ev[i].markers[k].end = end;
+	c->ev[i].markers[k].len = len;
+	c->ev[i].nr_markers = k + 1;
+	c->found += 1;
+}
+
 /*
  * try_marker checks for a marker starting at buf[p] (the caller saw a 'B'
  * there and p + 20 <= end) and records it. A global function: the verifier
@@ -450,27 +479,7 @@ __noinline int try_marker(__u64 p)
 	}
 	if (c->found == 0)
 		fill_header(c);
-	__u32 i = MASK(c->nev, NEV - 1);
-	__u32 k = c->ev[i].nr_markers;
-	if (k >= BT_MAX_MARKERS) {
-		if (i < NEV - 1) {
-			/* The next event: the same call, the same header. */
-			__u32 n = MASK(i + 1, NEV - 1);
-			__builtin_memcpy(&c->ev[n], &c->ev[i], __builtin_offsetof(struct bt_event, markers));
-			c->nev = i = n;
-		} else {
-			flush_events(c, st, true);
-			i = 0;
-		}
-		c->ev[i].nr_markers = 0;
-		k = 0;
-	}
-	i = MASK(i, NEV - 1);
-	k = MASK(k, BT_MAX_MARKERS - 1);
-	c->ev[i].markers[k].id = id;
-	c->ev[i].markers[k].end = c->seg_base + p + BT_MARKER_LEN - HEAD;
-	c->ev[i].nr_markers = k + 1;
-	c->found += 1;
+	stage_marker(c, st, id, c->seg_base + p + BT_MARKER_LEN - HEAD, 0);
 	st->markers[c->ev[0].dir & 1] += 1;
 	return 1;
 }

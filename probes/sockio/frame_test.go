@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -371,28 +370,7 @@ func (r *frameRig) stats(t testing.TB) Stats {
 }
 
 // sync waits until every event the kernel wrote has been read.
-func (r *frameRig) sync(t testing.TB) []events.IO {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st := r.stats(t)
-		if st.DroppedEvents != 0 {
-			t.Fatalf("dropped events: %+v", st)
-		}
-		r.c.mu.Lock()
-		evs := slices.Clone(r.c.evs[r.seen:])
-		n := len(r.c.evs)
-		r.c.mu.Unlock()
-		if uint64(n) == st.Events {
-			r.seen = n
-			return evs
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("read %d events, the kernel wrote %d", n, st.Events)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
+func (r *frameRig) sync(t testing.TB) []events.IO { return syncEvents(t, r.c, &r.seen) }
 
 // checkCounters compares what the kernel counted over one run with the
 // sums of the four reference parsers.

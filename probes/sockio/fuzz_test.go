@@ -76,20 +76,25 @@ func openFuzzConn(f *testing.F) *fuzzConn {
 
 // sync waits until every event the kernel wrote has been read, and returns
 // those not returned before.
-func (fc *fuzzConn) sync(t testing.TB) []events.IO {
+func (fc *fuzzConn) sync(t testing.TB) []events.IO { return syncEvents(t, fc.c, &fc.seen) }
+
+// syncEvents waits until c has read every event the kernel wrote (and
+// none was dropped), and returns those after the first *seen, which it
+// advances.
+func syncEvents(t testing.TB, c *collector, seen *int) []events.IO {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := fc.c.tr.Stats()
+		st, err := c.tr.Stats()
 		if err != nil || st.DroppedEvents != 0 {
 			t.Fatalf("stats %+v, %v", st, err)
 		}
-		fc.c.mu.Lock()
-		evs := slices.Clone(fc.c.evs[fc.seen:])
-		n := len(fc.c.evs)
-		fc.c.mu.Unlock()
+		c.mu.Lock()
+		evs := slices.Clone(c.evs[*seen:])
+		n := len(c.evs)
+		c.mu.Unlock()
 		if uint64(n) == st.Events {
-			fc.seen = n
+			*seen = n
 			return evs
 		}
 		if time.Now().After(deadline) {
