@@ -101,10 +101,7 @@ struct tcp_sock {
 	__u32 rcv_nxt;
 	__u32 copied_seq;
 	__u32 snd_nxt;
-	__u32 snd_una;
 	__u32 write_seq;
-	__u64 bytes_received;
-	__u64 bytes_acked;
 };
 
 struct socket {
