@@ -37,6 +37,17 @@ enum fstate_st {
 	F_SYNC,     /* out of sync: discard through the next '\n' */
 	F_TLS,      /* encrypted: count, parse nothing */
 	F_OFF,      /* no protocol the parser knows: count, parse nothing */
+	F_DEAD,     /* MQTT after a bad packet: no boundary to resume at, skip */
+	F_MQ_RL,    /* MQTT: the fixed header's remaining length */
+	F_MQ_CN1,   /* MQTT CONNECT: the protocol name's length */
+	F_MQ_CN2,
+	F_MQ_CNAME, /* the protocol name */
+	F_MQ_CLEVEL,/* the protocol level */
+	F_MQ_TL1,   /* MQTT PUBLISH: the topic's length */
+	F_MQ_TL2,
+	F_MQ_TOPIC, /* the topic */
+	F_MQ_PID,   /* the packet identifier (QoS 1, 2) */
+	F_MQ_PROPS, /* MQTT 5: the properties' length */
 };
 
 #define FF_INFIELD 1  /* inside a field of the line */
@@ -44,6 +55,7 @@ enum fstate_st {
 #define FF_NUM1 4     /* num[1] is a valid size so far */
 #define FF_HELD 8     /* a record waits for its trailer */
 #define FF_HELD_NOW 16 /* ... and its payload ended in this call */
+#define FF_REC 32     /* the payload run belongs to a message (else: bytes skipped) */
 
 /* frame_ports maps a broker's TCP port to the protocol spoken on it; a
  * socket's protocol is that of its local port, else of its remote one. */
@@ -90,16 +102,23 @@ static __always_inline void frame_bad(vfs_t *fs, struct bt_stats *st, __u32 d)
 {
 	st->frame_bad[d] += 1;
 	line_reset(fs);
-	fs->flags &= ~(FF_HELD | FF_HELD_NOW);
+	fs->flags &= ~(FF_HELD | FF_HELD_NOW | FF_REC);
 	fs->skip = 0;
 	fs->remain = 0;
 	fs->state = F_SYNC;
 }
 
+__noinline int frame_confirm(__u32 d, __u32 count);
+
 /* payload_end holds the record whose payload ends at buf[o] (exclusive)
  * until its trailer is checked. */
 static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 {
+	if (!(fs->flags & FF_REC)) { /* an MQTT packet skipped: the next one */
+		fs->state = F_LINE;
+		return;
+	}
+	fs->flags &= ~FF_REC;
 	if (!c->filled) {
 		fill_header(c);
 		c->filled = 1;
@@ -121,6 +140,11 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 	m->end = c->seg_base + o - HEAD;
 	m->len = fs->len;
 	fs->flags |= FF_HELD | FF_HELD_NOW;
+	if (fs->proto == BT_PROTO_MQTT) { /* no trailer: the record is complete */
+		frame_confirm(fs->dir & 1, 0);
+		fs->state = F_LINE;
+		return;
+	}
 	fs->state = F_CR;
 }
 
@@ -128,14 +152,15 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
  * this call's events if its payload ended in this call, else as the
  * one-marker event of the call it ended in. A global function, so that
  * the byte loop's verification does not walk the event staging. */
-__noinline int frame_confirm(__u32 d)
+__noinline int frame_confirm(__u32 d, __u32 count)
 {
 	struct scan_ctx *c = get_ctx();
 	struct bt_stats *st = get_stats();
 	if (!c || !st)
 		return 0;
 	d &= 1;
-	st->frames[d] += 1;
+	if (count)
+		st->frames[d] += 1;
 	__u8 fl = c->fs.flags;
 	c->fs.flags = fl & ~(FF_HELD | FF_HELD_NOW);
 	if (!(fl & FF_HELD))
@@ -187,6 +212,7 @@ static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, _
 	fs->pw = 0;
 	fs->pn = 0;
 	fs->nw = 0;
+	fs->flags |= FF_REC;
 	fs->state = F_PAYLOAD;
 	if (hdr == 0 && total == 0)
 		payload_end(c, fs, o);
@@ -328,7 +354,7 @@ static __always_inline void nats_byte(struct scan_ctx *c, struct bt_stats *st, v
 		return;
 	case F_LF:
 		if (ch == '\n') {
-			frame_confirm(d);
+			frame_confirm(d, 1);
 			line_reset(fs);
 			return;
 		}
@@ -344,6 +370,225 @@ static __always_inline void nats_byte(struct scan_ctx *c, struct bt_stats *st, v
 		}
 		return;
 	}
+}
+
+/* ---- MQTT 3.1, 3.1.1 and 5 (frame/mqtt.go) ---- */
+
+/* The fixed-header flags each packet type but PUBLISH must carry. */
+static __always_inline __u8 mqtt_flags(__u8 typ)
+{
+	return typ == 6 || typ == 8 || typ == 10 ? 2 : 0;
+}
+
+/* mqtt_bad: MQTT has no byte that marks a packet boundary, so a bad packet
+ * ends the parse of the connection: its bytes so far and every later one
+ * are skipped. */
+static __always_inline void mqtt_bad(vfs_t *fs, struct bt_stats *st, __u32 d)
+{
+	st->frame_bad[d] += 1;
+	st->frame_skipped[d] += fs->line;
+	fs->flags &= ~(FF_HELD | FF_HELD_NOW | FF_REC);
+	fs->skip = 0;
+	fs->remain = 0;
+	fs->state = F_DEAD;
+}
+
+/* mqtt_skip skips the rest of a packet that carries no message. */
+static __always_inline void mqtt_skip(struct scan_ctx *c, vfs_t *fs, __u64 n, __u64 o)
+{
+	fs->skip = n;
+	fs->remain = 0;
+	fs->flags &= ~FF_REC;
+	fs->state = F_PAYLOAD;
+	if (n == 0)
+		fs->state = F_LINE;
+}
+
+/* mqtt_publish starts a PUBLISH's payload once its header is read: the
+ * properties skipped, the rest hashed. */
+static __always_inline void mqtt_publish(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 props, __u64 o,
+					 __u32 d)
+{
+	__u64 hlen = fs->line - fs->fixed, rem = fs->num[0];
+	if (hlen + props > rem) {
+		mqtt_bad(fs, st, d);
+		return;
+	}
+	st->frames[d] += 1;
+	nats_begin(c, fs, o, props, rem - hlen);
+}
+
+/* mqtt_after_topic goes on after the topic: the packet identifier, the
+ * properties' length, or the payload. */
+static __always_inline void mqtt_after_topic(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 o, __u32 d)
+{
+	fs->field = 0;
+	fs->word = 0;
+	if (fs->vlen > 0)
+		fs->state = F_MQ_PID;
+	else if (fs->mqv == 5)
+		fs->state = F_MQ_PROPS;
+	else
+		mqtt_publish(c, st, fs, 0, o, d);
+}
+
+/* mqtt_fixed acts on a complete fixed header. */
+static __always_inline void mqtt_fixed(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 o, __u32 d)
+{
+	__u8 typ = fs->word >> 4, flags = fs->word & 0xf;
+	fs->fixed = fs->line;
+	if (typ == 0 || (typ != 3 && flags != mqtt_flags(typ))) {
+		mqtt_bad(fs, st, d);
+	} else if (fs->mqv == 0) {
+		if (d != BT_DIR_IN || typ != 1)
+			mqtt_bad(fs, st, d); /* no CONNECT seen: the level is unknown */
+		else
+			fs->state = F_MQ_CN1;
+	} else if ((typ == 15 && fs->mqv < 5) || typ == 1) {
+		mqtt_bad(fs, st, d);
+	} else if (typ != 3) {
+		st->frames[d] += 1;
+		mqtt_skip(c, fs, fs->num[0], o);
+	} else if (((fs->word >> 1) & 3) == 3) {
+		mqtt_bad(fs, st, d);
+	} else {
+		fs->vlen = (fs->word >> 1) & 3; /* QoS */
+		fs->state = F_MQ_TL1;
+	}
+}
+
+/* mqtt_topic_len acts on the topic's length, before the topic. */
+static __always_inline void mqtt_topic_len(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 o, __u32 d)
+{
+	__u64 tl = fs->num[1];
+	__u64 n = fs->fixed + 2 + tl + (fs->vlen > 0 ? 2 : 0);
+	if (n > MAX_HEADER || (fs->mqv == 5 && n >= MAX_HEADER) ||
+	    (fs->mqv < 5 && n - fs->fixed > fs->num[0])) {
+		mqtt_bad(fs, st, d);
+		return;
+	}
+	fs->subj = FNV_OFFSET;
+	fs->remain = tl;
+	if (tl > 0)
+		fs->state = F_MQ_TOPIC;
+	else
+		mqtt_after_topic(c, st, fs, o, d);
+}
+
+/* mqtt_varint adds ch to the varint at *v (field: bytes so far); returns 1
+ * when it is complete, -1 when it is too long. */
+static __always_inline int mqtt_varint(vfs_t *fs, __u8 ch, volatile __u64 *v)
+{
+	__u8 k = fs->field;
+	*v = *v | ((__u64)(ch & 0x7f) << (7 * (k & 3)));
+	fs->field = k + 1;
+	if (!(ch & 0x80))
+		return 1;
+	return k + 1 >= 4 ? -1 : 0;
+}
+
+/* mqtt_byte runs the MQTT machine on buf[o - 1] = ch. */
+static __always_inline void mqtt_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				      __u32 d)
+{
+	__u8 s = fs->state;
+	int r;
+	if (s == F_LINE) {
+		fs->word = ch;
+		fs->line = 1;
+		fs->num[0] = 0;
+		fs->field = 0;
+		fs->state = F_MQ_RL;
+		return;
+	}
+	if (s == F_PAYLOAD) {
+		nats_byte(c, st, fs, ch, o, d); /* a short payload run: the same */
+		return;
+	}
+	if (s == F_DEAD) {
+		st->frame_skipped[d] += 1;
+		return;
+	}
+	fs->line += 1;
+	switch (s) {
+	case F_MQ_RL:
+		r = mqtt_varint(fs, ch, &fs->num[0]);
+		if (r < 0)
+			mqtt_bad(fs, st, d);
+		else if (r > 0)
+			mqtt_fixed(c, st, fs, o, d);
+		return;
+	case F_MQ_CN1:
+	case F_MQ_TL1:
+		fs->num[1] = (__u64)ch << 8;
+		fs->state = s + 1;
+		return;
+	case F_MQ_CN2:
+		fs->num[1] |= ch;
+		if (fs->num[1] > 6 || 2 + fs->num[1] + 1 > fs->num[0]) {
+			mqtt_bad(fs, st, d);
+			return;
+		}
+		fs->remain = fs->num[1];
+		fs->state = fs->num[1] ? F_MQ_CNAME : F_MQ_CLEVEL;
+		return;
+	case F_MQ_CNAME:
+		fs->remain -= 1;
+		if (fs->remain == 0)
+			fs->state = F_MQ_CLEVEL;
+		return;
+	case F_MQ_CLEVEL:
+		if (ch < 3 || ch > 5) {
+			mqtt_bad(fs, st, d);
+			return;
+		}
+		fs->mqv = ch;
+		c->mqv_found = ch;
+		st->frames[d] += 1;
+		mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1] + 1), o);
+		return;
+	case F_MQ_TL2:
+		fs->num[1] |= ch;
+		mqtt_topic_len(c, st, fs, o, d);
+		return;
+	case F_MQ_TOPIC:
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+		fs->remain -= 1;
+		if (fs->remain == 0)
+			mqtt_after_topic(c, st, fs, o, d);
+		return;
+	case F_MQ_PID:
+		fs->field += 1;
+		if (fs->field < 2)
+			return;
+		fs->field = 0;
+		if (fs->mqv == 5)
+			fs->state = F_MQ_PROPS;
+		else
+			mqtt_publish(c, st, fs, 0, o, d);
+		return;
+	case F_MQ_PROPS:
+		r = mqtt_varint(fs, ch, &fs->word);
+		if (r < 0 || (r > 0 && fs->line > MAX_HEADER))
+			mqtt_bad(fs, st, d);
+		else if (r > 0)
+			mqtt_publish(c, st, fs, fs->word, o, d);
+		return;
+	}
+}
+
+/* frame_mqtt_byte runs the MQTT machine on buf[o - 1] = ch: a global
+ * function, so that the verifier walks the machine once, not once per byte
+ * of frame_bytes's loop. */
+__noinline int frame_mqtt_byte(__u64 o, __u32 ch)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	vfs_t *fs = &c->fs;
+	mqtt_byte(c, st, fs, ch, o, fs->dir & 1);
+	return 0;
 }
 
 /* tls_byte follows the first bytes of an in stream: a TLS record header
@@ -393,14 +638,18 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 		__u8 s = fs->state;
 		if (s == F_PAYLOAD && (fs->skip || fs->remain >= 8))
 			break;
-		if (s == F_TLS || s == F_OFF)
+		if (s == F_TLS || s == F_OFF || s == F_DEAD)
 			break;
 		__u8 ch = *AT(at, 0);
 		vc->f_at = at + 1;
 		if ((fs->dir & 1) == BT_DIR_IN && fs->tls < 3 && fs->pos == fs->tls)
 			tls_byte(c, st, fs, ch);
 		fs->pos += 1;
-		if (fs->state != F_TLS)
+		if (fs->state == F_TLS)
+			continue;
+		if (fs->proto == BT_PROTO_MQTT)
+			frame_mqtt_byte(vc->f_at, ch);
+		else
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
 	}
 	return vc->f_at;
@@ -499,9 +748,11 @@ __noinline __u64 frame_bulk(__u64 o, __u64 end)
 	__u32 d = fs->dir & 1;
 	__u64 n = end - o;
 	__u8 s = fs->state;
-	if (s == F_TLS || s == F_OFF) {
+	if (s == F_TLS || s == F_OFF || s == F_DEAD) {
 		if (s == F_TLS)
 			st->frame_encrypted[d] += n;
+		else if (s == F_DEAD)
+			st->frame_skipped[d] += n;
 		else
 			st->frame_unparsed[d] += n;
 		fs->pos += n;
@@ -533,7 +784,7 @@ static __always_inline void frame_segment(struct scan_ctx *c, struct bt_stats *s
 		if (o >= end)
 			return;
 		__u8 s = c->fs.state;
-		if (s == F_TLS || s == F_OFF || (s == F_PAYLOAD && (c->fs.skip || c->fs.remain >= 8)))
+		if (s == F_TLS || s == F_OFF || s == F_DEAD || (s == F_PAYLOAD && (c->fs.skip || c->fs.remain >= 8)))
 			o = frame_bulk(o, end);
 		else
 			o = frame_bytes(o, end);
@@ -567,7 +818,7 @@ static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
 	f->dir = dir;
 	f->proto = proto;
 	line_reset(f);
-	if (proto != BT_PROTO_NATS)
+	if (proto != BT_PROTO_NATS && proto != BT_PROTO_MQTT)
 		f->state = F_OFF;
 }
 
@@ -598,9 +849,11 @@ static __always_inline struct fstate *frame_find(struct scan_ctx *c, struct bt_s
 		return fv;
 	struct fstate *f = &c->fs;
 	frame_init(f, key->dir, frame_proto(sk));
-	if (f->proto == BT_PROTO_NATS) {
+	if (f->proto == BT_PROTO_NATS || f->proto == BT_PROTO_MQTT) {
 		st->frame_joined += 1;
-		f->state = F_SYNC;
+		/* MQTT has no boundary to resume at, nor the level of the
+		 * CONNECT it did not see: nothing of it is parsed. */
+		f->state = f->proto == BT_PROTO_MQTT ? F_DEAD : F_SYNC;
 		f->tls = 0xff;
 	}
 	/* Another CPU may have made it meanwhile (BPF_NOEXIST fails): take that. */
@@ -618,6 +871,16 @@ static __always_inline void frame_tls(struct sock *sk)
 		fv->state = F_TLS;
 		fv->flags &= ~(FF_HELD | FF_HELD_NOW);
 	}
+}
+
+/* frame_mqtt_level gives the out direction of an MQTT connection the
+ * protocol level of the CONNECT its in direction read. */
+static __always_inline void frame_mqtt_level(struct sock *sk, __u8 level)
+{
+	struct carry_key key = { .sock = (__u64)sk, .dir = BT_DIR_OUT };
+	struct fstate *fv = bpf_map_lookup_elem(&frames, &key);
+	if (fv)
+		fv->mqv = level;
 }
 
 /* frame_hold keeps the header of this call with a record held for its

@@ -205,7 +205,9 @@ struct fstate {
 	__u8 tls;     /* bytes of a TLS record header matched at the in stream's start; 0xff: none */
 	__u8 pn;      /* bytes in pw (0..7) */
 	__u8 nw;      /* whole words of the payload so far, mod 4: the next word's lane */
-	__u8 _pad[7];
+	__u8 mqv;     /* MQTT: the protocol level of the connection's CONNECT (0: not seen) */
+	__u8 fixed;   /* MQTT: bytes of the packet's fixed header */
+	__u8 _pad[5];
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 
@@ -247,6 +249,7 @@ struct scan_ctx {
 	__u64 f_at, f_end; /* frame_bytes's run */
 	__u32 filled;
 	__u32 tls_found;
+	__u32 mqv_found; /* MQTT: the level of a CONNECT this call read, for the out direction */
 };
 
 struct carry_key {
@@ -1028,10 +1031,11 @@ static __always_inline void frame_gap(struct scan_ctx *c, __u32 gap)
 	if (s == F_TLS || s == F_OFF)
 		return;
 	line_reset(&c->fs);
-	c->fs.flags &= ~(FF_HELD | FF_HELD_NOW);
+	c->fs.flags &= ~(FF_HELD | FF_HELD_NOW | FF_REC);
 	c->fs.skip = 0;
 	c->fs.remain = 0;
-	c->fs.state = F_SYNC;
+	/* MQTT has no boundary to resume at. */
+	c->fs.state = c->fs.proto == BT_PROTO_MQTT ? F_DEAD : F_SYNC;
 }
 
 /*
@@ -1052,6 +1056,7 @@ static __always_inline int frame_call(struct scan_ctx *c, struct bt_stats *st, s
 	c->fs = *fv;
 	c->filled = 0;
 	c->tls_found = 0;
+	c->mqv_found = 0;
 	c->carry_len = 0;
 	start_call(c, sk, dir, call, total);
 	c->remaining = total < scan_limit ? total : scan_limit;
@@ -1070,6 +1075,8 @@ static __always_inline int frame_call(struct scan_ctx *c, struct bt_stats *st, s
 	*fv = c->fs;
 	if (c->tls_found)
 		frame_tls(sk);
+	if (c->mqv_found)
+		frame_mqtt_level(sk, c->mqv_found);
 	return 0;
 }
 

@@ -216,7 +216,7 @@ func ParseProto(name string) (Proto, error) {
 
 // Kernel reports whether the kernel parser has the protocol: only its
 // sockets are parsed with --match frame, others are counted as unparsed.
-func (p Proto) Kernel() bool { return p == NATS }
+func (p Proto) Kernel() bool { return p == NATS || p == MQTT }
 
 // Dir is the direction of a byte stream, seen from the broker.
 type Dir uint8

@@ -105,6 +105,11 @@ func (mqttMachine) publish(p *Parser, b []byte, fixed int, rem uint32) (action, 
 	}
 	var props uint32
 	if p.conn.mqttVersion == 5 {
+		// The properties' length ends the header too: a header of more
+		// than MaxHeader bytes with it is bad however the bytes come.
+		if n >= MaxHeader {
+			return more, errBad
+		}
 		if len(b) < n+1 {
 			return more, nil
 		}
@@ -112,7 +117,7 @@ func (mqttMachine) publish(p *Parser, b []byte, fixed int, rem uint32) (action, 
 		if k == 0 {
 			return more, nil
 		}
-		if k < 0 {
+		if k < 0 || n+k > MaxHeader {
 			return more, errBad
 		}
 		props, n = v, n+k

@@ -47,7 +47,7 @@ EOF
 )
 
 frame_src=bpf/frame.bpf.h
-frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined)$'
+frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestKernelFramesMQTT)$'
 frame_mutants=$(
 	cat <<'EOF'
 space-no-tab :: return ch == ' ' || ch == '\t' || => return ch == ' ' ||
@@ -60,7 +60,7 @@ max-header :: if (line >= MAX_HEADER) { => if (line > MAX_HEADER) {
 max-payload :: v > MAX_PAYLOAD) => v > 2 * MAX_PAYLOAD)
 size-digits :: if (ch < '0' || ch > '9' || => if (ch < '0' || ch > ':' ||
 crlf-cr :: if (ch == '\r') { => if (ch == '\r' || ch == '\n') {
-crlf-lf :: if (ch == '\n') {\N\T\T\Tframe_confirm(d); => if (ch != '\r') {\N\T\T\Tframe_confirm(d);
+crlf-lf :: if (ch == '\n') {\N\T\T\Tframe_confirm(d, 1); => if (ch != '\r') {\N\T\T\Tframe_confirm(d, 1);
 sync-resync :: st->frame_skipped[d] += 1;\N\T\Tif (ch == '\n') { => st->frame_skipped[d] += 1;\N\T\Tif (ch == '\r') {
 empty-line :: if (line > 0) { => if (line > 1) {
 fold-lane-3 :: h = (h ^ fs->fp[3]) * FNV_PRIME; => h = (h ^ fs->fp[2]) * FNV_PRIME;
@@ -71,7 +71,15 @@ byte-word :: fs->fp[j] = (fs->fp[j] ^ pw) * FNV_PRIME; => fs->fp[j] = fs->fp[j] 
 payload-end :: m->end = c->seg_base + o - HEAD; => m->end = c->seg_base + o - HEAD + 1;
 tls-version :: ch >= 0x01 && ch <= 0x04 => ch >= 0x01 && ch <= 0x05
 held-call :: if (fl & FF_HELD_NOW) { => if (fl & (FF_HELD_NOW | FF_HELD)) {
-joined-sync :: f->state = F_SYNC;\N\T\Tf->tls = 0xff; => f->state = F_LINE;\N\T\Tf->tls = 0xff;
+joined-sync :: f->state = f->proto == BT_PROTO_MQTT ? F_DEAD : F_SYNC; => f->state = f->proto == BT_PROTO_MQTT ? F_DEAD : F_LINE;
+mqtt-flags :: return typ == 6 || typ == 8 || typ == 10 ? 2 : 0; => return typ == 6 || typ == 8 ? 2 : 0;
+mqtt-qos-3 :: } else if (((fs->word >> 1) & 3) == 3) { => } else if (((fs->word >> 1) & 3) == 4) {
+mqtt-pid :: if (fs->vlen > 0)\N\T\Tfs->state = F_MQ_PID; => if (fs->vlen > 1)\N\T\Tfs->state = F_MQ_PID;
+mqtt-varint :: *v = *v | ((__u64)(ch & 0x7f) << (7 * (k & 3))); => *v = *v | ((__u64)(ch & 0x7f) << (8 * (k & 3)));
+mqtt-v5-props :: else if (fs->mqv == 5)\N\T\Tfs->state = F_MQ_PROPS; => else if (fs->mqv == 6)\N\T\Tfs->state = F_MQ_PROPS;
+mqtt-rem :: if (hlen + props > rem) { => if (hlen + props > rem + 1) {
+mqtt-level :: if (ch < 3 || ch > 5) { => if (ch < 4 || ch > 5) {
+mqtt-connect-rest :: mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1] + 1), o); => mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1]), o);
 EOF
 )
 

@@ -35,7 +35,7 @@ type agreement struct {
 	Matched   int     `json:"matched"`   // of those, the frame recording has the same row
 	Differing int     `json:"differing"` // marker rows the frame recording lacks or has with other threads
 	// Extra are frame rows no marker row has: messages without a marker,
-	// the load's subscription probes (one per consumer).
+	// the load's subscription probes.
 	Extra     int    `json:"extra"`
 	Ambiguous uint64 `json:"ambiguous"` // frame: keys read again while in flight
 	Unmatched uint64 `json:"unmatched"` // frame: copies written with no read
@@ -112,21 +112,37 @@ func compareRecordings(t *testing.T, marker, frame string) agreement {
 func TestFrameAgreesWithMarker(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
-	cases := []agreement{
-		{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Sent: 3000},
-		{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000},
-		{Rate: 20000, Fanout: 1, Payload: load.PayloadJSON, Sent: 60000},
-		{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000},
-		{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 100000},
-		{Rate: 0, Fanout: 3, Payload: load.PayloadJSON, Sent: 50000},
+	mq := testbroker.StartMosquitto(t)
+	mqtt := func(qos string) broker {
+		return broker{"mosquitto (MQTT QoS " + qos + ")", mq.URL() + "/bt/frame?qos=" + qos, "", mq.PID()}
+	}
+	cases := []struct {
+		b broker
+		agreement
+	}{
+		{natsBroker(srv, agreement{Payload: load.PayloadRandom}), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Sent: 3000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadJSON}), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadJSON}), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadJSON, Sent: 60000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadRandom}), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadRandom}), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 100000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadJSON}), agreement{Rate: 0, Fanout: 3, Payload: load.PayloadJSON, Sent: 50000}},
+		{mqtt("0"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Sent: 3000}},
+		{mqtt("0"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
+		{mqtt("1"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000}},
+		{mqtt("1"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
+		{mqtt("1"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
 	}
 	var table []agreement
 	for _, c := range cases {
-		name := fmt.Sprintf("%v-%d-%s", c.Rate, c.Fanout, c.Payload)
+		name := fmt.Sprintf("%s-%v-%d-%s", strings.Fields(c.b.name)[0], c.Rate, c.Fanout, c.Payload)
 		t.Run(name, func(t *testing.T) {
-			a := agreeOnce(t, srv, c)
+			a := agreeOnce(t, c.b, c.agreement)
 			table = append(table, a)
-			if a.Copies != a.Sent*a.Fanout || a.Matched != a.Copies || a.Differing != 0 || a.Extra > a.Fanout || a.Ambiguous != 0 || a.Unmatched != 0 {
+			// Extra rows are the load's subscription probes, one every
+			// 10 ms until each consumer has had one (over MQTT QoS 0
+			// the first ones may reach only some consumers).
+			if a.Copies != a.Sent*a.Fanout || a.Matched != a.Copies || a.Differing != 0 || a.Extra < a.Fanout || a.Extra > 20*a.Fanout ||
+				a.Ambiguous != 0 || a.Unmatched != 0 {
 				t.Fatalf("%+v: want every copy of %d sent, matched alike", a, a.Sent)
 			}
 		})
@@ -157,30 +173,42 @@ func agreementTable(rows []agreement) []byte {
 	return []byte(b.String())
 }
 
-func agreeOnce(t *testing.T, srv *testbroker.NATS, c agreement) agreement {
-	dirs := recordTwice(t, srv, c)
+func agreeOnce(t *testing.T, b broker, c agreement) agreement {
+	dirs := recordTwice(t, b, c)
 	a := compareRecordings(t, dirs["marker"], dirs["frame"])
-	a.Broker, a.Rate, a.Fanout, a.Payload, a.Sent = "nats-server", c.Rate, c.Fanout, c.Payload, c.Sent
+	a.Broker, a.Rate, a.Fanout, a.Payload, a.Sent = b.name, c.Rate, c.Fanout, c.Payload, c.Sent
 	t.Logf("%+v", a)
 	return a
 }
 
 // recordTwice records srv with --match marker and --match frame at once
 // under the load c says (1 KiB bodies), and returns the two recordings.
-func recordTwice(t *testing.T, srv *testbroker.NATS, c agreement) map[string]string {
-	pid := strconv.Itoa(srv.PID())
+// broker is what recordTwice records and loads: a pid, the URL the load
+// publishes to and subscribes at, and the subject (NATS; empty for MQTT,
+// whose topic is in the URL).
+type broker struct {
+	name, url, subject string
+	pid                int
+}
+
+func natsBroker(srv *testbroker.NATS, c agreement) broker {
+	return broker{"nats-server", srv.URL(), "bt.frame." + c.Payload, srv.PID()}
+}
+
+func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
+	pid := strconv.Itoa(b.pid)
 	dirs := map[string]string{"marker": filepath.Join(t.TempDir(), "marker"), "frame": filepath.Join(t.TempDir(), "frame")}
 	var recs []*exec.Cmd
 	for _, mode := range []string{"marker", "frame"} {
 		cmd := exec.Command(binary, "record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet")
-		testutil.WaitAttached(t, cmd, srv.PID())
+		testutil.WaitAttached(t, cmd, b.pid)
 		recs = append(recs, cmd)
 	}
 	subs := make([]string, c.Fanout)
 	for i := range subs {
-		subs[i] = srv.URL()
+		subs[i] = b.url
 	}
-	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), SubURLs: subs, Subject: "bt.frame." + strings.ReplaceAll(c.Payload, ".", ""),
+	lr, err := load.Run(context.Background(), load.Config{URL: b.url, SubURLs: subs, Subject: b.subject,
 		Rate: c.Rate, Count: c.Sent, Size: 1024, Payload: c.Payload, Drain: 5 * time.Second})
 	if err != nil || lr.Sent != c.Sent || lr.Missing != 0 {
 		t.Fatalf("load: %v (sent %d, missing %d)", err, lr.Sent, lr.Missing)
@@ -208,7 +236,7 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 		{Rate: 0, Fanout: 1, Payload: load.PayloadSame, Sent: 100000},
 	} {
 		t.Run(fmt.Sprintf("%v-%d", c.Rate, c.Fanout), func(t *testing.T) {
-			dirs := recordTwice(t, srv, c)
+			dirs := recordTwice(t, natsBroker(srv, c), c)
 			right, frameRows, other, ambiguous := sameRight(t, dirs["marker"], dirs["frame"], 1024)
 			t.Logf("%v msg/s, fan-out %d: %d of %d copies matched by frame, %d to the right message; %d ambiguous; %d other messages",
 				c.Rate, c.Fanout, frameRows-other, c.Sent*c.Fanout, right, ambiguous, other)

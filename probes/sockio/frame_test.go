@@ -22,13 +22,17 @@ import (
 // server's in and out, and the client's, in the wrong grammar), and the
 // counters are checked against four reference parsers.
 type frameRig struct {
-	c    *collector
-	ln   int
-	port uint16
-	seen int
+	c     *collector
+	ln    int
+	port  uint16
+	seen  int
+	proto frame.Proto
 }
 
-func openFrameRig(t testing.TB, opts Options) *frameRig {
+func openFrameRig(t testing.TB, opts Options) *frameRig { return openProtoRig(t, opts, frame.NATS) }
+
+// openProtoRig is openFrameRig for a protocol of choice.
+func openProtoRig(t testing.TB, opts Options, proto frame.Proto) *frameRig {
 	t.Helper()
 	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
@@ -44,9 +48,9 @@ func openFrameRig(t testing.TB, opts Options) *frameRig {
 	sa, _ := unix.Getsockname(ln)
 	port := uint16(sa.(*unix.SockaddrInet4).Port)
 	if opts.Match != MatchMarker {
-		opts.Match, opts.FramePorts = MatchFrame, map[uint16]frame.Proto{port: frame.NATS}
+		opts.Match, opts.FramePorts = MatchFrame, map[uint16]frame.Proto{port: proto}
 	}
-	return &frameRig{c: attachProbe(t, opts), ln: ln, port: port}
+	return &frameRig{c: attachProbe(t, opts), ln: ln, port: port, proto: proto}
 }
 
 // pair connects a client to the rig's listener.
@@ -246,23 +250,23 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 	before := r.stats(t)
 	// Each stream begins with a one-message call, whose event gives the
 	// stream's base sequence number.
-	anchor := map[frame.Dir][]byte{frame.In: []byte("PUB a 1\r\nx\r\n"), frame.Out: []byte("MSG a 1 1\r\nx\r\n")}
-	in := append(slices.Clone(anchor[frame.In]), natsStream(rng, frame.In, bad)...)
-	out := append(slices.Clone(anchor[frame.Out]), natsStream(rng, frame.Out, bad)...)
+	anchor, in, out := r.streams(rng, bad)
 	wIn, rIn := anchored(frameCalls(rng, events.Out, in), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, in), len(anchor[frame.In]))
 	wOut, rOut := anchored(frameCalls(rng, events.Out, out), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, out), len(anchor[frame.Out]))
 	cfd, sfd := r.pair(t)
+	// The in stream first: an MQTT broker reads the CONNECT, whose level
+	// the out direction needs, before it writes.
 	for _, c := range wIn {
 		doCall(t, cfd, c, in)
+	}
+	waitInq(t, sfd, len(in))
+	for _, c := range rIn {
+		doCall(t, sfd, c, in)
 	}
 	for _, c := range wOut {
 		doCall(t, sfd, c, out)
 	}
-	waitInq(t, sfd, len(in))
 	waitInq(t, cfd, len(out))
-	for _, c := range rIn {
-		doCall(t, sfd, c, in)
-	}
 	for _, c := range rOut {
 		doCall(t, cfd, c, out)
 	}
@@ -270,7 +274,7 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 	unix.Close(sfd)
 	evs := r.sync(t)
 
-	srv, cli := frame.NewConn(frame.NATS), frame.NewConn(frame.NATS)
+	srv, cli := frame.NewConn(r.proto), frame.NewConn(r.proto)
 	wantIn, wantOut := refRecords(srv.In, rIn, in), refRecords(srv.Out, wOut, out)
 	refRecords(cli.Out, wIn, in)
 	refRecords(cli.In, rOut, out)
@@ -298,6 +302,9 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 		if dir == events.Out {
 			base = got[0].SeqEnd - uint32(len(anchor[frame.Out]))
 		}
+		if got[0].Bytes != uint32(len(anchor[frame.Dir(dir)])) {
+			t.Fatalf("%v: the first event is not the anchor's call: %+v", dir, got[0])
+		}
 		k, w := kernelRecords(t, got, calls, base), keys(want)
 		if !slices.Equal(k, w) {
 			i := 0
@@ -309,6 +316,24 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 		}
 	}
 	r.checkCounters(t, seed, before, r.stats(t), srv, cli)
+}
+
+// streams are the rig's protocol's in and out streams, each after an
+// anchor: a first call that ends with a message, whose event gives the
+// stream's base sequence number.
+func (r *frameRig) streams(rng *rand.Rand, bad int) (anchor map[frame.Dir][]byte, in, out []byte) {
+	if r.proto == frame.MQTT {
+		level := byte(3 + rng.IntN(3))
+		anchor = map[frame.Dir][]byte{
+			frame.In:  append(mqttConnect(level), mqttPublish(level, 0, "a", []byte("x"), nil)...),
+			frame.Out: append([]byte{0x20, 0x02, 0, 0}, mqttPublish(level, 0, "a", []byte("x"), nil)...),
+		}
+		return anchor, append(slices.Clone(anchor[frame.In]), mqttStream(rng, frame.In, level, bad)...),
+			append(slices.Clone(anchor[frame.Out]), mqttStream(rng, frame.Out, level, bad)...)
+	}
+	anchor = map[frame.Dir][]byte{frame.In: []byte("PUB a 1\r\nx\r\n"), frame.Out: []byte("MSG a 1 1\r\nx\r\n")}
+	return anchor, append(slices.Clone(anchor[frame.In]), natsStream(rng, frame.In, bad)...),
+		append(slices.Clone(anchor[frame.Out]), natsStream(rng, frame.Out, bad)...)
 }
 
 // anchored makes the stream's first n bytes a call of their own.
@@ -541,5 +566,111 @@ func TestKernelFramesJoined(t *testing.T) {
 	st := r.stats(t)
 	if !slices.Equal(got, want) || len(want) != 4 || st.Frame.Joined != 4 || st.Frame.Resyncs[0] != 2 || int64(st.Frame.Skipped[0]) != skipped {
 		t.Fatalf("kernel %v, joined %d, frame counters %+v; reference %v, %d skipped", got, st.Frame.Joined, st.Frame, want, skipped)
+	}
+}
+
+// mqttPacket is an MQTT control packet: first byte, remaining length, body.
+func mqttPacket(first byte, body []byte) []byte {
+	b := []byte{first}
+	n := len(body)
+	for {
+		c := byte(n & 0x7f)
+		if n >>= 7; n > 0 {
+			c |= 0x80
+		}
+		b = append(b, c)
+		if n == 0 {
+			break
+		}
+	}
+	return append(b, body...)
+}
+
+// mqttConnect is a CONNECT of protocol level level (3: 3.1, 4: 3.1.1,
+// 5: 5).
+func mqttConnect(level byte) []byte {
+	body := []byte{0, 4, 'M', 'Q', 'T', 'T', level, 2, 0, 60}
+	if level == 3 {
+		body = []byte{0, 6, 'M', 'Q', 'I', 's', 'd', 'p', level, 2, 0, 60}
+	}
+	if level == 5 {
+		body = append(body, 0) // no properties
+	}
+	return mqttPacket(0x10, append(body, 0, 2, 'i', 'd'))
+}
+
+// mqttPublish is a PUBLISH of level level and QoS qos; props are the v5
+// properties' bytes.
+func mqttPublish(level, qos byte, topic string, payload, props []byte) []byte {
+	body := append([]byte{byte(len(topic) >> 8), byte(len(topic))}, topic...)
+	if qos > 0 {
+		body = append(body, 0, 7)
+	}
+	if level == 5 {
+		body = append(body, mqttPacket(0, props)[1:]...) // their length, then them
+	}
+	return mqttPacket(0x30|qos<<1, append(body, payload...))
+}
+
+// mqttStream generates an MQTT stream of one direction: PUBLISH packets of
+// every QoS with random topics, payloads and (v5) properties, between
+// other packets; then bad random bytes overwritten (after which the
+// connection cannot be parsed on: MQTT has no boundary to resume at).
+func mqttStream(r *rand.Rand, dir frame.Dir, level byte, bad int) []byte {
+	var b []byte
+	for range 1 + r.IntN(40) {
+		switch k := r.IntN(10); {
+		case k < 7:
+			p := make([]byte, []int{r.IntN(4), r.IntN(200), r.IntN(3000), r.IntN(40000)}[r.IntN(4)])
+			for i := range p {
+				p[i] = byte(r.Uint32())
+			}
+			topic := strings.Repeat("t/x", 8)[:1+r.IntN(20)]
+			var props []byte
+			if level == 5 {
+				props = make([]byte, r.IntN(3)*3)
+			}
+			b = append(b, mqttPublish(level, byte(r.IntN(3)), topic, p, props)...)
+		default:
+			other := map[frame.Dir][][]byte{
+				frame.In: {{0xc0, 0}, {0x40, 2, 0, 7}, mqttPacket(0x82, []byte{0, 9, 0, 3, 'a', '/', 'b', 1}),
+					mqttPacket(0xa2, []byte{0, 9, 0, 3, 'a', '/', 'b'})},
+				frame.Out: {{0xd0, 0}, {0x40, 2, 0, 7}, {0x90, 3, 0, 9, 1}},
+			}[dir]
+			b = append(b, other[r.IntN(len(other))]...)
+		}
+	}
+	if bad > 0 && r.IntN(2) == 0 { // a PUBLISH of QoS 3, which none is
+		b = append(b, mqttPacket(0x36, []byte{0, 1, 'a', 0, 1, 'x'})...)
+	}
+	for range bad {
+		if len(b) > 0 {
+			b[r.IntN(len(b))] = byte(r.Uint32())
+		}
+	}
+	return b
+}
+
+// TestKernelFramesMQTT: MQTT 3.1.1 and 5 streams, valid and corrupted,
+// cut into random calls, through the kernel parser and the reference.
+func TestKernelFramesMQTT(t *testing.T) {
+	for _, path := range kernelPaths(t) {
+		walks := []Walk{WalkAuto}
+		if path == PathSyscalls {
+			walks = kernelWalks(t)
+		}
+		for _, w := range walks {
+			t.Run(fmt.Sprintf("%s-%s", path, w), func(t *testing.T) {
+				r := openProtoRig(t, Options{Path: path, Walk: w}, frame.MQTT)
+				for seed := range uint64(40) {
+					r.run(t, seed, int(seed%5)/4)
+				}
+				f := r.stats(t).Frame
+				t.Logf("frame counters %+v", f)
+				if f.Bad[0] == 0 || f.Skipped[0] == 0 || f.Frames[0] == 0 || f.Frames[1] == 0 {
+					t.Fatalf("a path the streams never took: %+v", f)
+				}
+			})
+		}
 	}
 }

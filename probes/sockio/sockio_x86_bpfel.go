@@ -110,7 +110,9 @@ type sockioFstate struct {
 	Tls    uint8
 	Pn     uint8
 	Nw     uint8
-	Pad    [7]uint8
+	Mqv    uint8
+	Fixed  uint8
+	Pad    [5]uint8
 	Held   [64]uint8
 }
 
@@ -148,6 +150,8 @@ type sockioScanCtx struct {
 	F_end    uint64
 	Filled   uint32
 	TlsFound uint32
+	MqvFound uint32
+	_        [4]byte
 }
 
 // Names of all BPF objects in the ELF.
