@@ -640,7 +640,11 @@ func mqttStream(r *rand.Rand, dir frame.Dir, level byte, bad int) []byte {
 			b = append(b, other[r.IntN(len(other))]...)
 		}
 	}
-	if bad > 0 && r.IntN(2) == 0 { // a PUBLISH of QoS 3, which none is
+	switch {
+	case bad > 0 && level == 5 && r.IntN(2) == 0:
+		// A PUBLISH whose properties end one byte past the packet.
+		b = append(b, mqttPacket(0x30, []byte{0, 1, 'a', 2, 'p'})...)
+	case bad > 0 && r.IntN(2) == 0: // a PUBLISH of QoS 3, which none is
 		b = append(b, mqttPacket(0x36, []byte{0, 1, 'a', 0, 1, 'x'})...)
 	}
 	for range bad {
