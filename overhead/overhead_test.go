@@ -29,15 +29,15 @@ func buildBrokertrace(t *testing.T) string {
 }
 
 // TestOverheadNATS is a short real experiment, run as a user runs it: a
-// fresh nats-server per run, untraced, a full recording, bpftrace and
-// tcpdump. The truths are the load generator's own counts and the files
+// fresh nats-server per run, untraced, a full recording, bpftrace,
+// tcpdump and a recording matching by frame. The truths are the load generator's own counts and the files
 // the tracers wrote.
 func TestOverheadNATS(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	testutil.RequireTools(t, "nats-server", "bpftrace", "tcpdump", "taskset")
 	bin := buildBrokertrace(t)
 	out := filepath.Join(t.TempDir(), "oh")
-	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump",
+	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump,T+I+C+frame",
 		"--warmup", "500", "--count", "5000", "--rate", "2000", "--duration", "1s", "--latency-warmup", "200ms",
 		"--cpu-rate", "5000", "--cpu-duration", "1s", "--out", out)
 	stdout, err := cmd.Output()
