@@ -247,6 +247,7 @@ struct scan_ctx {
 	 * call's header is filled (fill_header) and the call found TLS. */
 	struct fstate fs;
 	__u64 f_at, f_end; /* frame_bytes's run */
+	struct bt_user_msghdr mh; /* classify: a recvmsg/sendmsg's msghdr */
 	__u32 filled;
 	__u32 tls_found;
 	__u32 mqv_found; /* MQTT: the level of a CONNECT this call read, for the out direction */
@@ -1172,12 +1173,14 @@ static __always_inline __u32 classify(__u32 dir, long nr, __u64 arg1, __u64 arg2
 			return BT_CALL_OTHER;
 		}
 	}
-	/* recvmsg/sendmsg: the iovec array is in the user's msghdr. */
-	struct bt_user_msghdr mh;
-	if (bpf_probe_read_user(&mh, sizeof(mh), (void *)arg1))
+	/* recvmsg/sendmsg: the iovec array is in the user's msghdr, read into
+	 * the per-CPU context rather than onto the stack: the programs' stack
+	 * over their deepest chain of calls must stay within 512 bytes. */
+	struct scan_ctx *c = get_ctx();
+	if (!c || bpf_probe_read_user(&c->mh, sizeof(c->mh), (void *)arg1))
 		return BT_CALL_OTHER;
-	*uptr = mh.msg_iov;
-	*n = mh.msg_iovlen;
+	*uptr = c->mh.msg_iov;
+	*n = c->mh.msg_iovlen;
 	*kind = WALK_IOV;
 	return dir == BT_DIR_IN ? BT_CALL_RECVMSG : BT_CALL_SENDMSG;
 }

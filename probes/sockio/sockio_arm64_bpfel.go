@@ -142,12 +142,20 @@ type sockioScanCtx struct {
 		IovBase uint64
 		IovLen  uint64
 	}
-	Fault    uint32
-	_        [4]byte
-	Ev       [8]sockioBtEvent
-	Fs       sockioFstate
-	F_at     uint64
-	F_end    uint64
+	Fault uint32
+	_     [4]byte
+	Ev    [8]sockioBtEvent
+	Fs    sockioFstate
+	F_at  uint64
+	F_end uint64
+	Mh    struct {
+		_          structs.HostLayout
+		MsgName    uint64
+		MsgNamelen uint32
+		Pad        uint32
+		MsgIov     uint64
+		MsgIovlen  uint64
+	}
 	Filled   uint32
 	TlsFound uint32
 	MqvFound uint32
