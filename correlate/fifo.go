@@ -113,6 +113,10 @@ func (m *Matcher) holdOut(io *events.IO) {
 // all), with every held write of their connections that comes before them
 // in the stream: in time order, but each connection's in stream order.
 func (m *Matcher) releaseOuts(upTo int64, all bool) {
+	// Most events find no write due: spare them the map.
+	if !all && !slices.ContainsFunc(m.held, func(h events.IO) bool { return h.Time <= upTo }) {
+		return
+	}
 	due := map[uint64]uint32{} // connection → the stream end of its last write due
 	for _, h := range m.held {
 		if end, ok := due[h.Conn.Sock]; (all || h.Time <= upTo) && (!ok || seqBefore(end, h.SeqEnd)) {

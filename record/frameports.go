@@ -77,19 +77,13 @@ func portNames(ports map[uint16]frame.Proto) map[string]string {
 	return out
 }
 
-// frameWarnings says in words what the frame parser could not parse.
-func frameWarnings(f *recfile.FrameCounters) []string {
-	var w []string
-	add := func(n uint64, format string, args ...any) {
-		if n > 0 {
-			w = append(w, fmt.Sprintf(format, args...))
-		}
-	}
+// frameWarnings says in words, through warnings' add, what the frame
+// parser could not parse.
+func frameWarnings(add func(n uint64, format string, args ...any), f *recfile.FrameCounters) {
 	add(f.Bad[0]+f.Bad[1], "--match frame: %d bad frames (%d read, %d written): %d bytes skipped to the next frame boundary, their messages not matched (meta.json probe.counters.frame)",
 		f.Bad[0]+f.Bad[1], f.Bad[0], f.Bad[1], f.Skipped[0]+f.Skipped[1])
 	add(f.Joined, "--match frame: %d connections were open before the recording: parsed from their first frame boundary on", f.Joined)
 	add(f.TLS, "--match frame: %d connections are encrypted (TLS): %d bytes not parsed, their messages not matched", f.TLS, f.Encrypted[0]+f.Encrypted[1])
 	add(f.Unparsed[0]+f.Unparsed[1], "--match frame: %d bytes on connections of ports the kernel parser has no protocol for were not parsed", f.Unparsed[0]+f.Unparsed[1])
 	add(f.Lost, "--match frame: %d calls were not parsed: no room for their connection's parser state", f.Lost)
-	return w
 }

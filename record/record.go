@@ -604,7 +604,7 @@ func warnings(s sockio.Stats, c correlate.Counts) []string {
 	add(c.DuplicateIn, "%d markers were read more than once; only the first read counts", c.DuplicateIn)
 	add(c.Ambiguous, "--match frame: %d copies were matched while another message with the same payload and subject was pending for their connection: first in, first out assumed (messages.ambiguous)", c.Ambiguous)
 	if f := s.Frame; f != nil {
-		w = append(w, frameWarnings(f)...)
+		frameWarnings(add, f)
 	}
 	return w
 }

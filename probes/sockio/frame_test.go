@@ -34,23 +34,29 @@ func openFrameRig(t testing.TB, opts Options) *frameRig { return openProtoRig(t,
 // openProtoRig is openFrameRig for a protocol of choice.
 func openProtoRig(t testing.TB, opts Options, proto frame.Proto) *frameRig {
 	t.Helper()
-	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(ln) })
-	if err := unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Listen(ln, 8); err != nil {
-		t.Fatal(err)
-	}
-	sa, _ := unix.Getsockname(ln)
-	port := uint16(sa.(*unix.SockaddrInet4).Port)
+	ln, port := listenLoopback(t)
 	if opts.Match != MatchMarker {
 		opts.Match, opts.FramePorts = MatchFrame, map[uint16]frame.Proto{port: proto}
 	}
 	return &frameRig{c: attachProbe(t, opts), ln: ln, port: port, proto: proto}
+}
+
+// listenLoopback is a listening TCP socket on a free loopback port.
+func listenLoopback(t testing.TB) (fd int, port uint16) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 8); err != nil {
+		t.Fatal(err)
+	}
+	sa, _ := unix.Getsockname(fd)
+	return fd, uint16(sa.(*unix.SockaddrInet4).Port)
 }
 
 // pair connects a client to the rig's listener.
@@ -520,14 +526,8 @@ func TestKernelFramesTLS(t *testing.T) {
 // NewConnJoined does, and counted as joined.
 func TestKernelFramesJoined(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
-	ln, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Close(ln) })
-	unix.Bind(ln, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}})
-	unix.Listen(ln, 8)
-	r := &frameRig{ln: ln}
+	ln, port := listenLoopback(t)
+	r := &frameRig{ln: ln, port: port}
 	ins := [][]byte{
 		// Met inside a line whose rest looks like a header with a wrong
 		// size: skipped to the line's end.
@@ -541,8 +541,6 @@ func TestKernelFramesJoined(t *testing.T) {
 		c, s := r.pair(t)
 		fds = append(fds, [2]int{c, s})
 	}
-	sa, _ := unix.Getsockname(ln)
-	r.port = uint16(sa.(*unix.SockaddrInet4).Port)
 	r.c = attachProbe(t, Options{Match: MatchFrame, FramePorts: map[uint16]frame.Proto{r.port: frame.NATS}})
 	var want, got []frame.Record
 	var skipped int64
