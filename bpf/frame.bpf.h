@@ -11,7 +11,8 @@
  *
  * The grammar is that of package frame, the Go reference, byte for byte:
  * its fuzz target compares the two on the same streams split at random.
- * Built: NATS. The other protocols' sockets are counted as unparsed.
+ * Built: NATS, MQTT and STOMP. The other protocols' sockets are counted as
+ * unparsed.
  *
  * Every step keeps its state in the per-CPU scan_ctx (fs), read and written
  * through a volatile pointer, so that the verifier meets the same register
@@ -48,6 +49,10 @@ enum fstate_st {
 	F_MQ_TOPIC, /* the topic */
 	F_MQ_PID,   /* the packet identifier (QoS 1, 2) */
 	F_MQ_PROPS, /* MQTT 5: the properties' length */
+	F_ST_CR1,   /* STOMP: a heart-beat's '\r', its '\n' next */
+	F_ST_HDR,   /* STOMP: the command and header lines */
+	F_ST_BODY,  /* STOMP: a body without content-length, up to its NUL */
+	F_ST_NUL,   /* STOMP: the NUL that ends a frame */
 };
 
 #define FF_INFIELD 1  /* inside a field of the line */
@@ -124,8 +129,8 @@ static __always_inline void frame_due(vfs_t *fs)
  * until its trailer is checked. */
 static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 {
-	if (!(fs->flags & FF_REC)) { /* an MQTT packet skipped: the next one */
-		fs->state = F_LINE;
+	if (!(fs->flags & FF_REC)) { /* a packet or body skipped: the next one, or STOMP's NUL */
+		fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_LINE;
 		return;
 	}
 	fs->flags &= ~FF_REC;
@@ -159,7 +164,7 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 		fs->state = F_LINE;
 		return;
 	}
-	fs->state = F_CR;
+	fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_CR;
 }
 
 /* frame_confirm sends the held record once its trailer is checked: with
@@ -212,12 +217,9 @@ static __always_inline bool nats_space(__u8 ch)
 #define W5(a, b, c, d, e) V_(5, B5(a, b, c, d, e))
 #define W7(a, b, c, d, e, f, g) V_(7, (((B5(a, b, c, d, e) << 8) | (f)) << 8) | (g))
 
-/* nats_begin starts the payload of a PUB/HPUB/MSG/HMSG whose line ended at
- * buf[o] (exclusive): hdr header bytes to skip, then total - hdr to hash. */
-static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, __u64 hdr, __u64 total)
+/* fp_begin starts a payload's fingerprint. */
+static __always_inline void fp_begin(vfs_t *fs)
 {
-	fs->skip = hdr;
-	fs->remain = total - hdr;
 	fs->len = 0;
 	fs->fp[0] = FNV_OFFSET;
 	fs->fp[1] = FNV_OFFSET ^ 1;
@@ -227,6 +229,15 @@ static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, _
 	fs->pn = 0;
 	fs->nw = 0;
 	fs->flags |= FF_REC;
+}
+
+/* nats_begin starts the payload of a PUB/HPUB/MSG/HMSG whose line ended at
+ * buf[o] (exclusive): hdr header bytes to skip, then total - hdr to hash. */
+static __always_inline void nats_begin(struct scan_ctx *c, vfs_t *fs, __u64 o, __u64 hdr, __u64 total)
+{
+	fs->skip = hdr;
+	fs->remain = total - hdr;
+	fp_begin(fs);
 	fs->state = F_PAYLOAD;
 	if (hdr == 0 && total == 0)
 		payload_end(c, fs, o);
@@ -327,24 +338,30 @@ static __always_inline void nats_line(vfs_t *fs, struct bt_stats *st, __u8 ch, _
 	}
 }
 
+/* hash_byte adds one payload byte to the fingerprint. */
+static __always_inline void hash_byte(vfs_t *fs, __u8 ch)
+{
+	__u32 pn = fs->pn & 7;
+	__u64 pw = fs->pw | ((__u64)ch << (8 * pn));
+	if (pn == 7) {
+		__u32 j = fs->nw & 3;
+		fs->fp[j] = (fs->fp[j] ^ pw) * FNV_PRIME;
+		fs->nw = (j + 1) & 3;
+		pw = 0;
+	}
+	fs->pw = pw;
+	fs->pn = (pn + 1) & 7;
+	fs->len += 1;
+}
+
 /* payload_byte takes one byte of a short payload run (or of the bytes
- * skipped before it), for both machines. */
+ * skipped before it), for every machine. */
 static __always_inline void payload_byte(struct scan_ctx *c, vfs_t *fs, __u8 ch, __u64 o)
 {
 	if (fs->skip) {
 		fs->skip -= 1;
 	} else {
-		__u32 pn = fs->pn & 7;
-		__u64 pw = fs->pw | ((__u64)ch << (8 * pn));
-		if (pn == 7) {
-			__u32 j = fs->nw & 3;
-			fs->fp[j] = (fs->fp[j] ^ pw) * FNV_PRIME;
-			fs->nw = (j + 1) & 3;
-			pw = 0;
-		}
-		fs->pw = pw;
-		fs->pn = (pn + 1) & 7;
-		fs->len += 1;
+		hash_byte(fs, ch);
 		fs->remain -= 1;
 	}
 	if (fs->skip == 0 && fs->remain == 0)
@@ -614,6 +631,285 @@ __noinline int frame_mqtt_byte(__u64 o, __u32 ch)
 	return 0;
 }
 
+/* ---- STOMP 1.0–1.2 (frame/stomp.go) ---- */
+
+#define ST_MSG 1     /* the frame carries a message */
+#define ST_DEST 2    /* its first destination header was read */
+#define ST_CL 4      /* its first content-length header was read: num[0] */
+#define ST_VAL 8     /* the line is past its key's ':' */
+#define ST_INDEST 16 /* the line is the first destination: its value goes into subj */
+#define ST_INCL 32   /* the line is the first content-length: its value into num[0] */
+#define ST_NODIG 64  /* ... and has no digit yet */
+#define ST_CR 128    /* a '\r' waits: dropped if '\n' follows, else part of the line */
+
+/* FNV-1a 64 (frame.Hash) of the words a STOMP header is compared with;
+ * TestStompWords checks each against its string. */
+#define ST_H_SEND 0x4211b4243820192fULL        /* "SEND" */
+#define ST_H_CONNECT 0xc09b4a14fc824b19ULL     /* "CONNECT" */
+#define ST_H_STOMP 0xf0dd2e0885a7307aULL       /* "STOMP" */
+#define ST_H_SUBSCRIBE 0xdcc323aac4f6ce23ULL   /* "SUBSCRIBE" */
+#define ST_H_UNSUBSCRIBE 0xd79f6588bf0434d6ULL /* "UNSUBSCRIBE" */
+#define ST_H_ACK 0xfa32c219a0764262ULL         /* "ACK" */
+#define ST_H_NACK 0xd98bb0c5f258f546ULL        /* "NACK" */
+#define ST_H_BEGIN 0x1a1a33b839bb217eULL       /* "BEGIN" */
+#define ST_H_COMMIT 0x92389d1ea869911cULL      /* "COMMIT" */
+#define ST_H_ABORT 0x44bbe64a3caf6099ULL       /* "ABORT" */
+#define ST_H_DISCONNECT 0xc31b7de41afe2e6bULL  /* "DISCONNECT" */
+#define ST_H_MESSAGE 0xb78893081e833904ULL     /* "MESSAGE" */
+#define ST_H_CONNECTED 0xebd3d64890683230ULL   /* "CONNECTED" */
+#define ST_H_RECEIPT 0x80bf24024da04fe3ULL     /* "RECEIPT" */
+#define ST_H_ERROR 0x9cd17b50848c4c11ULL       /* "ERROR" */
+#define ST_H_DESTINATION 0xde3699178fd9f0bfULL /* "destination" */
+#define ST_H_CONTENT_LENGTH 0x2d69a1e6ee916e7dULL /* "content-length" */
+
+/* stomp_command tells what the command line hashed to h is: 1 the frame
+ * that carries a message, 0 another frame of direction d, -1 none. */
+static __always_inline int stomp_command(__u64 h, __u32 d)
+{
+	if (d == BT_DIR_IN) {
+		if (h == ST_H_SEND)
+			return 1;
+		if (h == ST_H_CONNECT || h == ST_H_STOMP || h == ST_H_SUBSCRIBE || h == ST_H_UNSUBSCRIBE ||
+		    h == ST_H_ACK || h == ST_H_NACK || h == ST_H_BEGIN || h == ST_H_COMMIT || h == ST_H_ABORT ||
+		    h == ST_H_DISCONNECT)
+			return 0;
+		return -1;
+	}
+	if (h == ST_H_MESSAGE)
+		return 1;
+	if (h == ST_H_CONNECTED || h == ST_H_RECEIPT || h == ST_H_ERROR)
+		return 0;
+	return -1;
+}
+
+/* stomp_content takes one byte of a line other than its line end: the
+ * command's or key's hash, the first destination's hash, the first
+ * content-length's digits. */
+static __always_inline void stomp_content(vfs_t *fs, __u8 ch)
+{
+	__u8 sf = fs->sflags;
+	fs->num[1] += 1;
+	if (fs->field == 0 || !(sf & ST_VAL)) {
+		if (fs->field == 0 || ch != ':') {
+			fs->word = (fs->word ^ ch) * FNV_PRIME;
+			return;
+		}
+		sf |= ST_VAL;
+		if (fs->word == ST_H_DESTINATION && !(sf & ST_DEST)) {
+			sf |= ST_DEST | ST_INDEST;
+			fs->subj = FNV_OFFSET;
+		} else if (fs->word == ST_H_CONTENT_LENGTH && !(sf & ST_CL)) {
+			sf |= ST_CL | ST_INCL | ST_NODIG;
+			fs->num[0] = 0;
+		}
+		fs->sflags = sf;
+		return;
+	}
+	if (sf & ST_INDEST) {
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+	} else if (sf & ST_INCL) {
+		/* Digits only, at most MAX_PAYLOAD: anything else leaves
+		 * MAX_PAYLOAD + 1, which no later digit undoes. */
+		__u64 v = fs->num[0];
+		if (ch >= '0' && ch <= '9' && v <= MAX_PAYLOAD)
+			v = v * 10 + (ch - '0');
+		else
+			v = MAX_PAYLOAD + 1;
+		fs->num[0] = v > MAX_PAYLOAD ? MAX_PAYLOAD + 1 : v;
+		fs->sflags = sf & ~ST_NODIG;
+	}
+}
+
+/* stomp_body starts a frame's body once the empty line that ends its
+ * header was read (at buf[o - 1]). */
+static __always_inline void stomp_body(struct scan_ctx *c, vfs_t *fs, __u64 o)
+{
+	__u8 sf = fs->sflags;
+	if (sf & ST_MSG) {
+		if (!(sf & ST_DEST))
+			fs->subj = FNV_OFFSET;
+		if (sf & ST_CL) {
+			nats_begin(c, fs, o, 0, fs->num[0]);
+			return;
+		}
+		fp_begin(fs);
+		fs->state = F_ST_BODY;
+		return;
+	}
+	fs->flags &= ~FF_REC;
+	fs->remain = 0;
+	fs->skip = 0;
+	fs->state = F_ST_BODY;
+	if (sf & ST_CL) {
+		fs->skip = fs->num[0];
+		fs->state = fs->skip ? F_PAYLOAD : F_ST_NUL;
+	}
+}
+
+/* stomp_eol takes the '\n' that ends a header line; returns false for a
+ * bad one. */
+static __always_inline bool stomp_eol(struct scan_ctx *c, vfs_t *fs, __u64 o, __u32 d)
+{
+	__u8 sf = fs->sflags;
+	if (fs->field == 0) {
+		int cmd = stomp_command(fs->word, d);
+		if (cmd < 0)
+			return false;
+		if (cmd > 0)
+			sf |= ST_MSG;
+		fs->field = 1;
+	} else if (fs->num[1] == 0) {
+		stomp_body(c, fs, o);
+		return true;
+	} else if (!(sf & ST_VAL) || ((sf & ST_INCL) && ((sf & ST_NODIG) || fs->num[0] > MAX_PAYLOAD))) {
+		return false;
+	}
+	fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);
+	fs->num[1] = 0;
+	fs->word = FNV_OFFSET;
+	return true;
+}
+
+/* stomp_header takes one byte of a frame's command and header lines. A
+ * frame is bad at the byte that makes it so (a NUL, a line that ends
+ * invalid, its header's byte MAX_HEADER that does not end it): the
+ * reference skips the frame's first byte and resumes after the next NUL,
+ * so the bytes so far are skipped and, if this one is a NUL, resumed after. */
+static __always_inline void stomp_header(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+					 __u32 d)
+{
+	__u32 line = fs->line + 1;
+	fs->line = line;
+	bool ok = true;
+	if (ch == 0) {
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += line;
+		if (line > 1) { /* else the NUL is the byte the reference skips */
+			st->frame_resyncs[d] += 1;
+			fs->state = F_LINE;
+		}
+		return;
+	}
+	if (ch == '\n') {
+		ok = stomp_eol(c, fs, o, d);
+	} else if (fs->sflags & ST_CR) {
+		stomp_content(fs, '\r');
+		if (ch != '\r') {
+			fs->sflags &= ~ST_CR;
+			stomp_content(fs, ch);
+		}
+	} else if (ch == '\r') {
+		fs->sflags |= ST_CR;
+	} else {
+		stomp_content(fs, ch);
+	}
+	if (!ok || (fs->state == F_ST_HDR && line >= MAX_HEADER)) {
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += line;
+	}
+}
+
+/* stomp_body_end ends a body without content-length at its NUL, buf[o].
+ * A NUL that begins a call ends a body that ended with the call before:
+ * the record is that call's, whose header frame_hold kept. */
+static __always_inline void stomp_body_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
+{
+	payload_end(c, fs, o);
+	struct bt_event *h = (struct bt_event *)c->fs.held;
+	if (h->markers[0].end == 0) {
+		h->markers[0].end = h->bytes;
+		fs->flags &= ~FF_HELD_NOW;
+	}
+}
+
+/* stomp_nul ends a frame at its NUL: its held record is sent by the caller
+ * of the byte machine (frame_due). */
+static __always_inline void stomp_nul(struct bt_stats *st, vfs_t *fs, __u32 d)
+{
+	st->frames[d] += 1;
+	fs->flags |= FF_DUE;
+	line_reset(fs);
+}
+
+/* stomp_byte runs the STOMP machine on buf[o - 1] = ch. */
+static __always_inline void stomp_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				       __u32 d)
+{
+	switch (fs->state) {
+	case F_LINE:
+		if (ch == '\n')
+			return; /* a heart-beat */
+		if (ch == '\r') {
+			fs->state = F_ST_CR1;
+			return;
+		}
+		fs->state = F_ST_HDR;
+		fs->line = 0;
+		fs->field = 0;
+		fs->sflags = 0;
+		fs->num[1] = 0;
+		fs->word = FNV_OFFSET;
+		stomp_header(c, st, fs, ch, o, d);
+		return;
+	case F_ST_CR1:
+		if (ch == '\n') {
+			fs->state = F_LINE;
+			return;
+		}
+		/* The reference skips the '\r', then resumes after a NUL. */
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 2;
+		if (ch == 0) {
+			st->frame_resyncs[d] += 1;
+			fs->state = F_LINE;
+		}
+		return;
+	case F_ST_HDR:
+		stomp_header(c, st, fs, ch, o, d);
+		return;
+	case F_PAYLOAD:
+		payload_byte(c, fs, ch, o);
+		return;
+	case F_ST_BODY:
+		if (ch == 0) {
+			if (fs->flags & FF_REC)
+				stomp_body_end(c, fs, o - 1);
+			stomp_nul(st, fs, d);
+		} else if (fs->flags & FF_REC) {
+			hash_byte(fs, ch);
+		}
+		return;
+	case F_ST_NUL:
+		if (ch == 0) {
+			stomp_nul(st, fs, d);
+			return;
+		}
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 1;
+		return;
+	case F_SYNC:
+		st->frame_skipped[d] += 1;
+		if (ch == 0) {
+			st->frame_resyncs[d] += 1;
+			line_reset(fs);
+		}
+		return;
+	}
+}
+
+/* frame_stomp_byte runs the STOMP machine on buf[o - 1] = ch: a global
+ * function, verified once. */
+__noinline int frame_stomp_byte(__u64 o, __u32 ch)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	vfs_t *fs = &c->fs;
+	stomp_byte(c, st, fs, ch, o, fs->dir & 1);
+	return 0;
+}
+
 /* tls_byte follows the first bytes of an in stream: a TLS record header
  * 0x16 0x03 0x01..0x04 (a ClientHello) makes the connection encrypted. */
 static __always_inline void tls_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch)
@@ -673,9 +969,12 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 		if (fs->proto == BT_PROTO_MQTT) {
 			frame_mqtt_byte(vc->f_at, ch);
 			frame_due(fs);
-		}
-		else
+		} else if (fs->proto == BT_PROTO_STOMP) {
+			frame_stomp_byte(vc->f_at, ch);
+			frame_due(fs);
+		} else {
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
+		}
 	}
 	return vc->f_at;
 }
@@ -845,7 +1144,7 @@ static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
 	f->dir = dir;
 	f->proto = proto;
 	line_reset(f);
-	if (proto != BT_PROTO_NATS && proto != BT_PROTO_MQTT)
+	if (proto != BT_PROTO_NATS && proto != BT_PROTO_MQTT && proto != BT_PROTO_STOMP)
 		f->state = F_OFF;
 }
 
@@ -876,7 +1175,7 @@ static __always_inline struct fstate *frame_find(struct scan_ctx *c, struct bt_s
 		return fv;
 	struct fstate *f = &c->fs;
 	frame_init(f, key->dir, frame_proto(sk));
-	if (f->proto == BT_PROTO_NATS || f->proto == BT_PROTO_MQTT) {
+	if (f->proto == BT_PROTO_NATS || f->proto == BT_PROTO_MQTT || f->proto == BT_PROTO_STOMP) {
 		st->frame_joined += 1;
 		/* MQTT has no boundary to resume at, nor the level of the
 		 * CONNECT it did not see: nothing of it is parsed. */
@@ -914,9 +1213,16 @@ static __always_inline void frame_mqtt_level(struct sock *sk, __u8 level)
  * trailer: the call's time is the record's. */
 static __always_inline void frame_hold(struct scan_ctx *c)
 {
-	if (!(c->fs.flags & FF_HELD_NOW))
+	/* A STOMP body without content-length may end with this call: its
+	 * NUL, first in the next call, tells (stomp_body_end). */
+	bool body = c->fs.state == F_ST_BODY && (c->fs.flags & FF_REC);
+	if (!(c->fs.flags & FF_HELD_NOW) && !body)
 		return;
 	c->fs.flags &= ~FF_HELD_NOW;
+	if (!c->filled) {
+		fill_header(c);
+		c->filled = 1;
+	}
 	struct bt_event *h = (struct bt_event *)c->fs.held;
 	__builtin_memcpy(h, &c->ev[0], __builtin_offsetof(struct bt_event, markers));
 	h->scan_ns = bpf_ktime_get_ns() - h->ts_ns;

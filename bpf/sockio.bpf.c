@@ -207,7 +207,8 @@ struct fstate {
 	__u8 nw;      /* whole words of the payload so far, mod 4: the next word's lane */
 	__u8 mqv;     /* MQTT: the protocol level of the connection's CONNECT (0: not seen) */
 	__u8 fixed;   /* MQTT: bytes of the packet's fixed header */
-	__u8 _pad[5];
+	__u8 sflags;  /* STOMP: ST_* of the frame's header */
+	__u8 _pad[4];
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 

@@ -90,3 +90,25 @@ func TestTLS(t *testing.T) {
 		t.Fatalf("0x16 0x03 0x05 is no TLS record: TLS %v, %+v", c.TLS(), c.In.Counters())
 	}
 }
+
+// TestSTOMPMaxHeader: a STOMP header may end at its byte MaxHeader, not
+// after it, however its bytes are split.
+func TestSTOMPMaxHeader(t *testing.T) {
+	for _, tc := range []struct {
+		ys      int
+		records int
+		bad     int64
+	}{{MaxHeader - 9, 1, 0}, {MaxHeader - 8, 0, 1}} {
+		data := []byte("SEND\nx:" + strings.Repeat("y", tc.ys) + "\n\nhi\x00")
+		for _, chunks := range [][][]byte{{data}, split(data, []byte{0}, nil)} {
+			p := NewConn(STOMP).In
+			var recs []Record
+			for _, c := range chunks {
+				recs = append(recs, p.Feed(c)...)
+			}
+			if len(recs) != tc.records || p.Counters().Bad != tc.bad {
+				t.Errorf("header of %d bytes in %d chunks: %d records, %+v", tc.ys+9, len(chunks), len(recs), p.Counters())
+			}
+		}
+	}
+}

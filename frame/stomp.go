@@ -2,12 +2,20 @@ package frame
 
 import (
 	"bytes"
-	"strconv"
 )
 
 // stompMachine parses STOMP 1.0–1.2 frames: a command line, header lines,
 // an empty line, the body (content-length bytes, else up to the NUL), a
 // NUL; end-of-line bytes between frames are heart-beats.
+//
+// The grammar is byte-wise, as the kernel parser reads it: a line ends at
+// '\n' with one '\r' before it dropped; the command is compared exactly; a
+// header line is its key up to the first ':' and its value after it; only
+// the first destination and content-length headers count; content-length is
+// decimal digits only. A frame is bad at the first byte that makes it so —
+// a NUL in its header, a line that ends invalid, its header's byte
+// MaxHeader that does not end it — whatever bytes follow, so that a parser
+// that cannot look ahead decides the same.
 type stompMachine struct {
 	nul bool // a body ended: the NUL comes next
 }
@@ -24,6 +32,14 @@ var stompCommands = [2]map[string]bool{
 	In: {"SEND": true, "CONNECT": false, "STOMP": false, "SUBSCRIBE": false, "UNSUBSCRIBE": false,
 		"ACK": false, "NACK": false, "BEGIN": false, "COMMIT": false, "ABORT": false, "DISCONNECT": false},
 	Out: {"MESSAGE": true, "CONNECTED": false, "RECEIPT": false, "ERROR": false},
+}
+
+// stompFrame is what a frame's header says.
+type stompFrame struct {
+	msg          bool
+	dest         []byte
+	length       int64 // -1: none, the body ends at its NUL
+	destSeen, cl bool
 }
 
 func (m *stompMachine) head(p *Parser, b []byte) (action, error) {
@@ -48,68 +64,77 @@ func (m *stompMachine) head(p *Parser, b []byte) (action, error) {
 		}
 		return action{n: 2}, nil
 	}
-	end, lines := stompHeader(b)
-	if end == 0 {
-		return more, nil
-	}
-	msg, ok := stompCommands[p.dir][string(lines[0])]
-	if !ok {
-		return more, errBad
-	}
-	var dest []byte
-	length := int64(-1)
-	seen := map[string]bool{}
-	for _, l := range lines[1:] {
-		k, v, ok := bytes.Cut(l, []byte(":"))
-		if !ok {
-			return more, errBad
-		}
-		if seen[string(k)] { // a repeated header: the first one counts
-			continue
-		}
-		seen[string(k)] = true
-		switch string(k) {
-		case "destination":
-			dest = v
-		case "content-length":
-			n, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil || n < 0 || n > MaxPayload {
-				return more, errBad
-			}
-			length = n
-		}
+	f := stompFrame{length: -1}
+	end, err := f.parse(p.dir, b)
+	if end == 0 || err != nil {
+		return more, err
 	}
 	m.nul = true
-	a := action{n: end, emit: msg}
-	if msg {
-		p.begin(Hash(dest))
+	a := action{n: end, emit: f.msg}
+	if f.msg {
+		p.begin(Hash(f.dest))
 	}
 	switch {
-	case length < 0:
+	case f.length < 0:
 		a.until, a.delim = true, 0
-	case msg:
-		a.hash = length
+	case f.msg:
+		a.hash = f.length
 	default:
-		a.skip = length
+		a.skip = f.length
 	}
 	return a, nil
 }
 
-// stompHeader finds the end of a frame's command and header lines (the
-// empty line included) at the start of b and returns its length and the
-// lines without their line ends, or 0 while it is incomplete.
-func stompHeader(b []byte) (int, [][]byte) {
-	var lines [][]byte
-	for i := 0; ; {
-		j := bytes.IndexByte(b[i:], '\n')
-		if j < 0 {
-			return 0, nil
+// parse reads the command and header lines at the start of b up to the
+// empty line that ends them, and returns the header's length, 0 while it
+// is incomplete, or an error at the first byte that makes it bad.
+func (f *stompFrame) parse(dir Dir, b []byte) (int, error) {
+	start := 0
+	for i, c := range b {
+		if c == 0 || i >= MaxHeader {
+			return 0, errBad
 		}
-		l := bytes.TrimSuffix(b[i:i+j], []byte("\r"))
-		i += j + 1
-		if len(l) == 0 {
-			return i, lines
+		if c != '\n' {
+			continue
 		}
-		lines = append(lines, l)
+		line := bytes.TrimSuffix(b[start:i], []byte("\r"))
+		first := start == 0
+		start = i + 1
+		switch {
+		case first:
+			msg, ok := stompCommands[dir][string(line)]
+			if !ok {
+				return 0, errBad
+			}
+			f.msg = msg
+		case len(line) == 0:
+			return start, nil
+		default:
+			if err := f.header(line); err != nil {
+				return 0, err
+			}
+		}
+		if i+1 >= MaxHeader { // the header's last allowed byte ended no header
+			return 0, errBad
+		}
 	}
+	return 0, nil
+}
+
+// header takes one header line.
+func (f *stompFrame) header(line []byte) error {
+	k, v, ok := bytes.Cut(line, []byte(":"))
+	switch {
+	case !ok:
+		return errBad
+	case string(k) == "destination" && !f.destSeen:
+		f.dest, f.destSeen = v, true
+	case string(k) == "content-length" && !f.cl:
+		n, ok := digits(v)
+		if !ok {
+			return errBad
+		}
+		f.length, f.cl = n, true
+	}
+	return nil
 }

@@ -114,7 +114,14 @@ func TestFrameAgreesWithMarker(t *testing.T) {
 	srv := testbroker.StartNATS(t)
 	mq := testbroker.StartMosquitto(t)
 	mqtt := func(qos string) broker {
-		return broker{"mosquitto (MQTT QoS " + qos + ")", mq.URL() + "/bt/frame?qos=" + qos, "", mq.PID()}
+		return broker{name: "mosquitto (MQTT QoS " + qos + ")", url: mq.URL() + "/bt/frame?qos=" + qos, pid: mq.PID()}
+	}
+	amq := testbroker.StartActiveMQ(t)
+	_, stompPort, _ := strings.Cut(amq.STOMPAddr, ":")
+	// Its STOMP port is no well-known one: said with --frame-port. A
+	// queue has one consumer per message, a topic fans out.
+	stomp := func(dest string) broker {
+		return broker{name: "ActiveMQ (STOMP)", url: amq.STOMPURL(dest), pid: amq.PID(), args: []string{"--frame-port", stompPort + "=stomp"}}
 	}
 	cases := []struct {
 		b broker
@@ -131,6 +138,11 @@ func TestFrameAgreesWithMarker(t *testing.T) {
 		{mqtt("1"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000}},
 		{mqtt("1"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
 		{mqtt("1"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
+		{stomp("/queue/bt.frame.1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Sent: 3000}},
+		{stomp("/topic/bt.frame.3"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Sent: 3000}},
+		{stomp("/queue/bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
+		{stomp("/topic/bt.frame.20k"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
+		{stomp("/queue/bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
 	}
 	var table []agreement
 	for _, c := range cases {
@@ -189,10 +201,11 @@ func agreeOnce(t *testing.T, b broker, c agreement) agreement {
 type broker struct {
 	name, url, subject string
 	pid                int
+	args               []string // more record flags (--frame-port)
 }
 
 func natsBroker(srv *testbroker.NATS, c agreement) broker {
-	return broker{"nats-server", srv.URL(), "bt.frame." + c.Payload, srv.PID()}
+	return broker{name: "nats-server", url: srv.URL(), subject: "bt.frame." + c.Payload, pid: srv.PID()}
 }
 
 func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
@@ -200,7 +213,11 @@ func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
 	dirs := map[string]string{"marker": filepath.Join(t.TempDir(), "marker"), "frame": filepath.Join(t.TempDir(), "frame")}
 	var recs []*exec.Cmd
 	for _, mode := range []string{"marker", "frame"} {
-		cmd := exec.Command(binary, "record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet")
+		args := []string{"record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet"}
+		if mode == "frame" {
+			args = append(args, b.args...)
+		}
+		cmd := exec.Command(binary, args...)
 		testutil.WaitAttached(t, cmd, b.pid)
 		recs = append(recs, cmd)
 	}

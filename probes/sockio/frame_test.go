@@ -185,15 +185,20 @@ func asciiLower(s string) []byte {
 }
 
 // frameCalls cuts stream into calls of random sizes, forms and iovec
-// entries; a third of the CRLFs also begin a call, so that many payloads
-// end just before a call does (the kernel then holds their record for
-// the trailer the next call brings).
+// entries; a third of the CRLFs and NULs (NATS's and STOMP's trailers)
+// also begin a call, so that many payloads end just before a call does
+// (the kernel then holds their record for the trailer the next call
+// brings).
 func frameCalls(r *rand.Rand, dir events.Dir, stream []byte) []ioCall {
 	n := len(stream)
 	p := &planner{r: r, dir: dir}
 	for at := 0; at < n; {
 		next := min(n, at+1+[]int{r.IntN(8), r.IntN(200), r.IntN(5000), r.IntN(70000)}[r.IntN(4)])
-		if k := bytes.Index(stream[at+1:next], []byte("\r\n")); k >= 0 && r.IntN(3) == 0 {
+		k := bytes.Index(stream[at+1:next], []byte("\r\n"))
+		if z := bytes.IndexByte(stream[at+1:next], 0); z >= 0 && (k < 0 || z < k) {
+			k = z
+		}
+		if k >= 0 && r.IntN(3) == 0 {
 			next = at + 1 + k
 		}
 		at = next
@@ -336,6 +341,12 @@ func (r *frameRig) streams(rng *rand.Rand, bad int) (anchor map[frame.Dir][]byte
 		}
 		return anchor, append(slices.Clone(anchor[frame.In]), mqttStream(rng, frame.In, level, bad)...),
 			append(slices.Clone(anchor[frame.Out]), mqttStream(rng, frame.Out, level, bad)...)
+	}
+	if r.proto == frame.STOMP {
+		anchor = map[frame.Dir][]byte{frame.In: []byte("SEND\ncontent-length:1\n\nx\x00"),
+			frame.Out: []byte("MESSAGE\ncontent-length:1\n\nx\x00")}
+		return anchor, append(slices.Clone(anchor[frame.In]), stompStream(rng, frame.In, bad)...),
+			append(slices.Clone(anchor[frame.Out]), stompStream(rng, frame.Out, bad)...)
 	}
 	anchor = map[frame.Dir][]byte{frame.In: []byte("PUB a 1\r\nx\r\n"), frame.Out: []byte("MSG a 1 1\r\nx\r\n")}
 	return anchor, append(slices.Clone(anchor[frame.In]), natsStream(rng, frame.In, bad)...),

@@ -112,7 +112,8 @@ type sockioFstate struct {
 	Nw     uint8
 	Mqv    uint8
 	Fixed  uint8
-	Pad    [5]uint8
+	Sflags uint8
+	Pad    [4]uint8
 	Held   [64]uint8
 }
 
