@@ -11,7 +11,7 @@
  *
  * The grammar is that of package frame, the Go reference, byte for byte:
  * its fuzz target compares the two on the same streams split at random.
- * Built: NATS, MQTT and STOMP. The other protocols' sockets are counted as
+ * Built: NATS, MQTT, STOMP and Redis. AMQP sockets are counted as
  * unparsed.
  *
  * Every step keeps its state in the per-CPU scan_ctx (fs), read and written
@@ -53,6 +53,8 @@ enum fstate_st {
 	F_ST_HDR,   /* STOMP: the command and header lines */
 	F_ST_BODY,  /* STOMP: a body without content-length, up to its NUL */
 	F_ST_NUL,   /* STOMP: the NUL that ends a frame */
+	F_R_LINE,   /* Redis: an element's line after its type byte */
+	F_R_STR,    /* Redis: a message's command or channel */
 };
 
 #define FF_INFIELD 1  /* inside a field of the line */
@@ -111,6 +113,8 @@ static __always_inline void frame_bad(vfs_t *fs, struct bt_stats *st, __u32 d)
 	fs->flags &= ~(FF_HELD | FF_HELD_NOW | FF_REC);
 	fs->skip = 0;
 	fs->remain = 0;
+	fs->rdepth = 0;
+	fs->rflags = 0;
 	fs->state = F_SYNC;
 }
 
@@ -130,7 +134,8 @@ static __always_inline void frame_due(vfs_t *fs)
 static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 {
 	if (!(fs->flags & FF_REC)) { /* a packet or body skipped: the next one, or STOMP's NUL */
-		fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_LINE;
+		__u8 p = fs->proto;
+		fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_REDIS ? F_CR : F_LINE;
 		return;
 	}
 	fs->flags &= ~FF_REC;
@@ -643,7 +648,7 @@ __noinline int frame_mqtt_byte(__u64 o, __u32 ch)
 #define ST_CR 128    /* a '\r' waits: dropped if '\n' follows, else part of the line */
 
 /* FNV-1a 64 (frame.Hash) of the words a STOMP header is compared with;
- * TestStompWords checks each against its string. */
+ * TestFrameWords checks each against its string. */
 #define ST_H_SEND 0x4211b4243820192fULL        /* "SEND" */
 #define ST_H_CONNECT 0xc09b4a14fc824b19ULL     /* "CONNECT" */
 #define ST_H_STOMP 0xf0dd2e0885a7307aULL       /* "STOMP" */
@@ -910,6 +915,308 @@ __noinline int frame_stomp_byte(__u64 o, __u32 ch)
 	return 0;
 }
 
+/* ---- Redis RESP2 and RESP3 (frame/redis.go) ---- */
+
+#define R_CAND 1  /* the top-level aggregate may still be a message */
+#define R_NEG 2   /* the line's number began with '-' */
+#define R_DIG 4   /* ... has a digit */
+#define R_BAD 8   /* ... is no valid number */
+#define R_CR 16   /* a '\r' waits: dropped if '\n' follows */
+#define R_CMD 32  /* the string read is the command (else the channel) */
+#define R_DEPTH 8 /* frame.redisMaxDepth */
+
+/* FNV-1a 64 (frame.Hash) of the commands that carry a message, upper-case
+ * in, as written out; TestFrameWords checks each against its string. */
+#define R_H_PUBLISH 0x9f718642e842b788ULL  /* "PUBLISH" */
+#define R_H_SPUBLISH 0xc647c3344dec6bd9ULL /* "SPUBLISH" */
+#define R_H_MESSAGE 0x546401b5d2a8d2a4ULL  /* "message" */
+#define R_H_SMESSAGE 0xf7bbdb61b48a8649ULL /* "smessage" */
+#define R_H_PMESSAGE 0x9433d952327a9deeULL /* "pmessage" */
+
+/* redis_done closes an element and every aggregate it completes; a
+ * top-level element completed is a frame. */
+static __always_inline void redis_done(struct bt_stats *st, vfs_t *fs, __u32 d)
+{
+	for (__u32 k = 0; k <= R_DEPTH; k++) {
+		__u8 depth = fs->rdepth;
+		if (depth == 0 || depth > R_DEPTH) {
+			st->frames[d] += 1;
+			return;
+		}
+		if (depth == 1)
+			fs->ridx += 1;
+		__u32 left = fs->rstack[(depth - 1) & (R_DEPTH - 1)] - 1;
+		fs->rstack[(depth - 1) & (R_DEPTH - 1)] = left;
+		if (left > 0)
+			return;
+		fs->rdepth = depth - 1;
+	}
+}
+
+/* redis_scalar notes an element other than a bulk string: the top-level
+ * aggregate it is in is no message. */
+static __always_inline void redis_scalar(vfs_t *fs)
+{
+	if (fs->rdepth >= 1)
+		fs->rflags &= ~R_CAND;
+}
+
+/* redis_crlf expects the CRLF after a bulk string's bytes. */
+static __always_inline void redis_crlf(vfs_t *fs)
+{
+	fs->state = F_CR;
+}
+
+/* redis_aggregate opens an aggregate of n elements (-1: null). */
+static __always_inline bool redis_aggregate(struct bt_stats *st, vfs_t *fs, __u8 t, __s64 n, __u32 d)
+{
+	bool top = fs->rdepth == 0;
+	redis_scalar(fs);
+	if (t == '%' || t == '|')
+		n *= 2;
+	if (n <= 0) {
+		redis_done(st, fs, d);
+		return true;
+	}
+	__u8 depth = fs->rdepth;
+	if (depth >= R_DEPTH)
+		return false;
+	fs->rstack[depth & (R_DEPTH - 1)] = n;
+	fs->rdepth = depth + 1;
+	if (top) {
+		fs->rsize = n;
+		fs->ridx = 0;
+		fs->rflags &= ~R_CAND;
+		if ((t == '*' || t == '>') && (n == 3 || n == 4))
+			fs->rflags |= R_CAND;
+	}
+	return true;
+}
+
+/* redis_skip skips a bulk string's n bytes, then its CRLF. */
+static __always_inline void redis_skip(vfs_t *fs, __u64 n)
+{
+	fs->skip = n;
+	fs->remain = 0;
+	fs->flags &= ~FF_REC;
+	fs->state = n ? F_PAYLOAD : F_CR;
+}
+
+/* redis_string_end acts on the command or channel just read. */
+static __always_inline void redis_string_end(vfs_t *fs, __u32 d)
+{
+	if (fs->rflags & R_CMD) {
+		__u64 h = fs->word;
+		__u32 want = h == R_H_PMESSAGE ? 4 : 3;
+		bool cmd = d == BT_DIR_IN ? h == R_H_PUBLISH || h == R_H_SPUBLISH
+					  : h == R_H_MESSAGE || h == R_H_SMESSAGE || h == R_H_PMESSAGE;
+		if (!cmd || fs->rsize != want)
+			fs->rflags &= ~R_CAND;
+	}
+	redis_crlf(fs);
+}
+
+/* redis_bulk acts on a bulk string's length line (ended at buf[o - 1],
+ * line bytes before its '\n'). */
+static __always_inline bool redis_bulk(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 t, __s64 n,
+				       __u32 line, __u64 o, __u32 d)
+{
+	if (n < 0) {
+		redis_scalar(fs);
+		redis_done(st, fs, d);
+		return true;
+	}
+	if (!(fs->rflags & R_CAND) || fs->rdepth != 1 || t != '$') {
+		redis_scalar(fs);
+		redis_skip(fs, n);
+		return true;
+	}
+	__u32 idx = fs->ridx, size = fs->rsize;
+	if (idx + 1 == size) { /* the payload */
+		nats_begin(c, fs, o, 0, n);
+		return true;
+	}
+	if (idx != 0 && idx + 2 != size) { /* pmessage's pattern */
+		redis_skip(fs, n);
+		return true;
+	}
+	if (line + 1 + n > MAX_HEADER)
+		return false;
+	fs->rflags &= ~R_CMD;
+	if (idx == 0) {
+		fs->rflags |= R_CMD;
+		fs->word = FNV_OFFSET;
+	} else {
+		fs->subj = FNV_OFFSET;
+	}
+	fs->remain = n;
+	fs->state = F_R_STR;
+	if (n == 0)
+		redis_string_end(fs, d);
+	return true;
+}
+
+/* redis_eol takes the '\n' that ends an element's line; returns false for
+ * a bad line. */
+static __always_inline bool redis_eol(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u64 o, __u32 d)
+{
+	__u8 t = fs->rtype, rf = fs->rflags;
+	__u32 line = fs->line;
+	if (t == '\r' && line == 1)
+		return false; /* an empty line */
+	__s64 n = fs->num[1];
+	if (rf & R_NEG)
+		n = -n;
+	bool num = !(rf & R_BAD) && (rf & R_DIG) && (!(rf & R_NEG) || n == -1);
+	fs->state = F_LINE;
+	switch (t) {
+	case '*':
+	case '>':
+	case '~':
+	case '%':
+	case '|':
+		return num && redis_aggregate(st, fs, t, n, d);
+	case '$':
+	case '=':
+	case '!':
+		return num && redis_bulk(c, st, fs, t, n, line, o, d);
+	case '+':
+	case '-':
+	case ':':
+	case '_':
+	case '#':
+	case ',':
+	case '(':
+		redis_scalar(fs);
+		redis_done(st, fs, d);
+		return true;
+	}
+	if (fs->rdepth == 0 && d == BT_DIR_IN) { /* an inline command */
+		redis_done(st, fs, d);
+		return true;
+	}
+	return false;
+}
+
+/* redis_line takes one byte of an element's line other than its '\n': the
+ * number after the type byte, -1 or decimal digits. */
+static __always_inline void redis_line(vfs_t *fs, __u8 ch)
+{
+	__u8 rf = fs->rflags;
+	if (rf & R_CR)
+		rf |= R_BAD; /* the '\r' was inside the line */
+	rf &= ~R_CR;
+	if (ch == '\r') {
+		rf |= R_CR;
+	} else if (ch == '-' && fs->line == 2) {
+		rf |= R_NEG;
+	} else if (ch >= '0' && ch <= '9') {
+		__u64 v = fs->num[1] * 10 + (ch - '0');
+		if ((rf & (R_NEG | R_DIG)) == (R_NEG | R_DIG) || v > MAX_PAYLOAD)
+			rf |= R_BAD;
+		else
+			fs->num[1] = v;
+		rf |= R_DIG;
+	} else {
+		rf |= R_BAD;
+	}
+	fs->rflags = rf;
+}
+
+/* redis_byte runs the Redis machine on buf[o - 1] = ch. */
+static __always_inline void redis_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				       __u32 d)
+{
+	__u32 line;
+	switch (fs->state) {
+	case F_LINE:
+		if (ch == '\n') { /* an empty line: the reference skips it */
+			frame_bad(fs, st, d);
+			st->frame_skipped[d] += 1;
+			return;
+		}
+		fs->rtype = ch;
+		fs->line = 1;
+		fs->num[1] = 0;
+		fs->rflags &= R_CAND;
+		fs->state = F_R_LINE;
+		return;
+	case F_R_LINE:
+		if (ch == '\n') {
+			line = fs->line;
+			if (!redis_eol(c, st, fs, o, d)) {
+				/* The reference skips the line's first byte and
+				 * resumes after this '\n'. */
+				frame_bad(fs, st, d);
+				st->frame_skipped[d] += line + 1;
+				st->frame_resyncs[d] += 1;
+				fs->state = F_LINE;
+			}
+			return;
+		}
+		line = fs->line + 1;
+		fs->line = line;
+		if (line >= MAX_HEADER) {
+			frame_bad(fs, st, d);
+			st->frame_skipped[d] += line;
+			return;
+		}
+		redis_line(fs, ch);
+		return;
+	case F_R_STR:
+		if (fs->rflags & R_CMD)
+			fs->word = (fs->word ^ (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch)) * FNV_PRIME;
+		else
+			fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+		fs->remain -= 1;
+		if (fs->remain == 0)
+			redis_string_end(fs, d);
+		return;
+	case F_PAYLOAD:
+		payload_byte(c, fs, ch, o);
+		return;
+	case F_CR:
+		if (ch == '\r') {
+			fs->state = F_LF;
+			return;
+		}
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 1;
+		return;
+	case F_LF:
+		if (ch == '\n') {
+			fs->flags |= FF_DUE;
+			fs->state = F_LINE;
+			redis_done(st, fs, d);
+			return;
+		}
+		/* The reference skips the '\r', then discards from here on. */
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 2;
+		return;
+	case F_SYNC:
+		st->frame_skipped[d] += 1;
+		if (ch == '\n') {
+			st->frame_resyncs[d] += 1;
+			fs->state = F_LINE;
+		}
+		return;
+	}
+}
+
+/* frame_redis_byte runs the Redis machine on buf[o - 1] = ch: a global
+ * function, verified once. */
+__noinline int frame_redis_byte(__u64 o, __u32 ch)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	vfs_t *fs = &c->fs;
+	redis_byte(c, st, fs, ch, o, fs->dir & 1);
+	return 0;
+}
+
 /* tls_byte follows the first bytes of an in stream: a TLS record header
  * 0x16 0x03 0x01..0x04 (a ClientHello) makes the connection encrypted. */
 static __always_inline void tls_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch)
@@ -971,6 +1278,9 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 			frame_due(fs);
 		} else if (fs->proto == BT_PROTO_STOMP) {
 			frame_stomp_byte(vc->f_at, ch);
+			frame_due(fs);
+		} else if (fs->proto == BT_PROTO_REDIS) {
+			frame_redis_byte(vc->f_at, ch);
 			frame_due(fs);
 		} else {
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
@@ -1137,6 +1447,13 @@ static __always_inline __u8 frame_proto(struct sock *sk)
 	return p ? *p : BT_PROTO_NONE;
 }
 
+/* frame_parsed tells whether the kernel parser has protocol proto
+ * (frame.Proto.Kernel). */
+static __always_inline bool frame_parsed(__u8 proto)
+{
+	return proto == BT_PROTO_NATS || proto == BT_PROTO_MQTT || proto == BT_PROTO_STOMP || proto == BT_PROTO_REDIS;
+}
+
 /* frame_init sets up a parser of direction dir for protocol proto. */
 static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
 {
@@ -1144,7 +1461,7 @@ static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
 	f->dir = dir;
 	f->proto = proto;
 	line_reset(f);
-	if (proto != BT_PROTO_NATS && proto != BT_PROTO_MQTT && proto != BT_PROTO_STOMP)
+	if (!frame_parsed(proto))
 		f->state = F_OFF;
 }
 
@@ -1175,7 +1492,7 @@ static __always_inline struct fstate *frame_find(struct scan_ctx *c, struct bt_s
 		return fv;
 	struct fstate *f = &c->fs;
 	frame_init(f, key->dir, frame_proto(sk));
-	if (f->proto == BT_PROTO_NATS || f->proto == BT_PROTO_MQTT || f->proto == BT_PROTO_STOMP) {
+	if (frame_parsed(f->proto)) {
 		st->frame_joined += 1;
 		/* MQTT has no boundary to resume at, nor the level of the
 		 * CONNECT it did not see: nothing of it is parsed. */

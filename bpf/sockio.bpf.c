@@ -196,6 +196,9 @@ struct fstate {
 	__u32 remain; /* payload bytes left to hash */
 	__u32 len;    /* payload bytes hashed */
 	__u32 line;   /* bytes of the control line so far */
+	__u32 rstack[8]; /* Redis: elements left in each open aggregate, outermost first */
+	__u32 rsize;  /* Redis: elements of the top-level aggregate */
+	__u32 ridx;   /* ... and the one being read */
 	__u8 state;   /* enum fstate_st */
 	__u8 flags;   /* FF_* */
 	__u8 field;   /* fields of the line begun so far (the verb is 1) */
@@ -208,7 +211,10 @@ struct fstate {
 	__u8 mqv;     /* MQTT: the protocol level of the connection's CONNECT (0: not seen) */
 	__u8 fixed;   /* MQTT: bytes of the packet's fixed header */
 	__u8 sflags;  /* STOMP: ST_* of the frame's header */
-	__u8 _pad[4];
+	__u8 rdepth;  /* Redis: open aggregates */
+	__u8 rtype;   /* Redis: the type byte of the element's line */
+	__u8 rflags;  /* Redis: R_* */
+	__u8 _pad[1];
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 

@@ -215,9 +215,9 @@ func ParseProto(name string) (Proto, error) {
 }
 
 // Kernel reports whether the kernel parser has the protocol (NATS, MQTT,
-// STOMP): only its sockets are parsed with --match frame, others are
-// counted as unparsed.
-func (p Proto) Kernel() bool { return p == NATS || p == MQTT || p == STOMP }
+// STOMP, Redis): only its sockets are parsed with --match frame, others
+// are counted as unparsed.
+func (p Proto) Kernel() bool { return p == NATS || p == MQTT || p == STOMP || p == Redis }
 
 // Dir is the direction of a byte stream, seen from the broker.
 type Dir uint8

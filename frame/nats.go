@@ -23,10 +23,9 @@ func (m *natsMachine) sync(b []byte) (int, bool) { return syncAfter(b, '\n') }
 
 func (m *natsMachine) head(p *Parser, b []byte) (action, error) {
 	if m.crlf {
-		if len(b) < 2 {
+		if ok, done := crlf(b); !done {
 			return more, nil
-		}
-		if b[0] != '\r' || b[1] != '\n' {
+		} else if !ok {
 			return more, errBad
 		}
 		m.crlf = false

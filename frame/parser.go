@@ -313,3 +313,15 @@ func syncAfter(b []byte, delim byte) (int, bool) {
 
 // String names the parser's protocol and direction: "nats in".
 func (p *Parser) String() string { return p.proto.String() + " " + p.dir.String() }
+
+// crlf checks for CRLF at the start of b: done once it can tell (a byte
+// other than '\r' first tells at once), ok if it is there.
+func crlf(b []byte) (ok, done bool) {
+	switch {
+	case b[0] != '\r':
+		return false, true
+	case len(b) < 2:
+		return false, false
+	}
+	return b[1] == '\n', true
+}

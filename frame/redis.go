@@ -2,7 +2,7 @@ package frame
 
 import (
 	"bytes"
-	"strconv"
+	"slices"
 )
 
 // redisMaxDepth bounds the nesting of RESP aggregates.
@@ -11,8 +11,13 @@ const redisMaxDepth = 8
 // redisMachine parses RESP2 and RESP3 as a sequence of elements, keeping
 // the counts of the aggregates it is in. A top-level array (or RESP3
 // push) of 3 or 4 bulk strings whose first is PUBLISH or SPUBLISH (in,
-// any case) or message, smessage or pmessage (out) is a message; its last
-// element is the payload and the one before it the channel.
+// ASCII letters in any case) or message, smessage or pmessage (out) is a
+// message; its last element is the payload and the one before it the
+// channel.
+//
+// The grammar is byte-wise, as the kernel parser reads it: a line ends at
+// '\n' with one '\r' before it dropped, and is bad once it has MaxHeader
+// bytes without its '\n'; a length or count is -1 or decimal digits only.
 type redisMachine struct {
 	stack []int // elements left in each open aggregate, outermost first
 	crlf  bool  // a bulk string ended: CRLF comes next
@@ -34,10 +39,9 @@ var redisCommands = [2][]string{In: {"PUBLISH", "SPUBLISH"}, Out: {"message", "s
 
 func (m *redisMachine) head(p *Parser, b []byte) (action, error) {
 	if m.crlf {
-		if len(b) < 2 {
+		if ok, done := crlf(b); !done {
 			return more, nil
-		}
-		if b[0] != '\r' || b[1] != '\n' {
+		} else if !ok {
 			return more, errBad
 		}
 		m.crlf = false
@@ -46,7 +50,10 @@ func (m *redisMachine) head(p *Parser, b []byte) (action, error) {
 		return action{n: 2}, nil
 	}
 	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
+	if i < 0 || i >= MaxHeader {
+		if i >= MaxHeader || len(b) >= MaxHeader {
+			return more, errBad
+		}
 		return more, nil
 	}
 	line := bytes.TrimSuffix(b[:i], []byte("\r"))
@@ -73,10 +80,11 @@ func (m *redisMachine) head(p *Parser, b []byte) (action, error) {
 
 // aggregate opens an array, push, set, map or attribute.
 func (m *redisMachine) aggregate(p *Parser, line []byte, a action) (action, error) {
-	n, err := strconv.Atoi(string(line[1:]))
-	if err != nil || n < -1 || n > MaxPayload {
+	n64, ok := redisNumber(line[1:])
+	if !ok {
 		return more, errBad
 	}
+	n := int(n64)
 	top := len(m.stack) == 0
 	m.scalar()
 	if line[0] == '%' || line[0] == '|' {
@@ -108,8 +116,8 @@ func (m *redisMachine) scalar() {
 // bulk reads a bulk string's length line, and the string itself when it is
 // the command name or channel of a message candidate.
 func (m *redisMachine) bulk(p *Parser, b, line []byte, a action) (action, error) {
-	n, err := strconv.ParseInt(string(line[1:]), 10, 64)
-	if err != nil || n < -1 || n > MaxPayload {
+	n, ok := redisNumber(line[1:])
+	if !ok {
 		return more, errBad
 	}
 	if n == -1 {
@@ -155,12 +163,19 @@ func (m *redisMachine) bulk(p *Parser, b, line []byte, a action) (action, error)
 }
 
 func (m *redisMachine) isCommand(dir Dir, s []byte) bool {
-	for _, c := range redisCommands[dir] {
-		if dir == In && bytes.EqualFold(s, []byte(c)) || dir == Out && string(s) == c {
-			return true
-		}
+	if dir == In {
+		return slices.Contains(redisCommands[dir], asciiUpper(s))
 	}
-	return false
+	return slices.Contains(redisCommands[dir], string(s))
+}
+
+// redisNumber parses a RESP length or count: -1, or decimal digits (at
+// most MaxPayload).
+func redisNumber(s []byte) (int64, bool) {
+	if string(s) == "-1" {
+		return -1, true
+	}
+	return digits(s)
 }
 
 // done closes an element, and every aggregate it completes; a top-level

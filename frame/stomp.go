@@ -56,10 +56,9 @@ func (m *stompMachine) head(p *Parser, b []byte) (action, error) {
 	case b[0] == '\n':
 		return action{n: 1}, nil // a heart-beat
 	case b[0] == '\r':
-		if len(b) < 2 {
+		if ok, done := crlf(b); !done {
 			return more, nil
-		}
-		if b[1] != '\n' {
+		} else if !ok {
 			return more, errBad
 		}
 		return action{n: 2}, nil

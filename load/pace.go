@@ -3,8 +3,9 @@ package load
 import (
 	"math"
 
-	"github.com/brokertrace/brokertrace/monotime"
 	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/monotime"
 )
 
 // Pacing patterns.

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/brokertrace/brokertrace/marker"
 	"golang.org/x/sys/unix"
+
+	"github.com/brokertrace/brokertrace/marker"
 )
 
 // The NATSRaw* functions are test and diagnostic helpers: they speak the

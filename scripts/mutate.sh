@@ -47,7 +47,7 @@ EOF
 )
 
 frame_src=bpf/frame.bpf.h
-frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestKernelFramesMQTT)$'
+frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestKernelFramesMQTT|TestKernelFramesSTOMP)$'
 frame_mutants=$(
 	cat <<'EOF'
 space-no-tab :: return ch == ' ' || ch == '\t' || => return ch == ' ' ||
@@ -80,6 +80,19 @@ mqtt-v5-props :: else if (fs->mqv == 5)\N\T\Tfs->state = F_MQ_PROPS; => else if 
 mqtt-rem :: if (hlen + props > rem) { => if (hlen + props > rem + 1) {
 mqtt-level :: if (ch < 3 || ch > 5) { => if (ch < 4 || ch > 5) {
 mqtt-connect-rest :: mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1] + 1), o); => mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1]), o);
+stomp-cr-kept :: fs->sflags |= ST_CR;\N\T} else { => fs->sflags |= 0;\N\T} else {
+stomp-cr-lost :: stomp_content(fs, '\r');\N\T\Tif (ch != '\r') { => if (ch != '\r') {
+stomp-any-dest :: if (fs->word == ST_H_DESTINATION && !(sf & ST_DEST)) { => if (fs->word == ST_H_DESTINATION) {
+stomp-any-cl :: } else if (fs->word == ST_H_CONTENT_LENGTH && !(sf & ST_CL)) { => } else if (fs->word == ST_H_CONTENT_LENGTH) {
+stomp-empty-cl :: ((sf & ST_NODIG) || fs->num[0] > MAX_PAYLOAD) => (fs->num[0] > MAX_PAYLOAD)
+stomp-colon-in-value :: if (fs->field == 0 || !(sf & ST_VAL)) { => if (fs->field == 0 || !(sf & ST_VAL) || ch == ':') {
+stomp-command :: if (h == ST_H_MESSAGE)\N\T\Treturn 1; => if (h == ST_H_MESSAGE || h == ST_H_ERROR)\N\T\Treturn 1;
+stomp-max-header :: (fs->state == F_ST_HDR && line >= MAX_HEADER) => (fs->state == F_ST_HDR && line > MAX_HEADER)
+stomp-nul-resync :: if (line > 1) { /* else => if (line > 0) { /* else
+stomp-body-end :: h->markers[0].end = h->bytes;\N\T\Tfs->flags &= ~FF_HELD_NOW; => fs->flags &= ~FF_HELD_NOW;
+stomp-no-stash :: bool body = c->fs.state == F_ST_BODY && (c->fs.flags & FF_REC); => bool body = false;
+stomp-skip-body :: fs->state = fs->skip ? F_PAYLOAD : F_ST_NUL; => fs->state = F_PAYLOAD;
+stomp-trailer :: fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_CR; => fs->state = fs->proto == BT_PROTO_STOMP ? F_LINE : F_CR;
 EOF
 )
 

@@ -2,6 +2,7 @@ package sockio
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/events"
+	"github.com/brokertrace/brokertrace/frame"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/probes"
@@ -279,41 +281,66 @@ func BenchmarkFrames(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer stats.Close()
-	for _, per := range []int{1, 64} {
-		buf := natsMsgs(per, 1024)
-		name := "/" + itoa(per) + "-per-call"
-		b.Run("floor"+name, func(b *testing.B) {
-			progs, detach := floor(b, PathSock, floorHooks[PathSock])
-			defer detach()
-			writeLoop(b, buf, progs)
-		})
-		for _, m := range []Match{MatchMarker, MatchFrame} {
-			b.Run(string(m)+name, func(b *testing.B) {
-				r := openFrameRig(b, Options{Path: PathSock, Match: m})
-				cfd, sfd := r.pair(b)
-				done := drain(sfd)
-				rt0, n0 := runStats(r.c.tr.Probe.Programs())
-				b.SetBytes(int64(len(buf)))
-				b.ResetTimer()
-				for range b.N {
-					if _, err := unix.Write(cfd, buf); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.StopTimer()
-				rt1, n1 := runStats(r.c.tr.Probe.Programs())
-				unix.Close(cfd)
-				<-done
-				if n1 > n0 {
-					b.ReportMetric(float64(rt1-rt0)/float64(n1-n0)/float64(per), "prog-ns/msg")
-				}
-				st, _ := r.c.tr.Stats()
-				if st.Markers[1] < uint64(b.N*per) || st.Unscanned != [2]uint64{} {
-					b.Errorf("%d records of %d messages written, %v unscanned; %+v", st.Markers[1], b.N*per, st.Unscanned, st.Frame)
-				}
-			})
+	for _, proto := range []frame.Proto{frame.NATS, frame.STOMP} {
+		for _, per := range []int{1, 64} {
+			benchFrames(b, proto, per)
 		}
 	}
+}
+
+// benchFrames is BenchmarkFrames for one protocol and number of messages
+// per write: the floor, then each mode.
+func benchFrames(b *testing.B, proto frame.Proto, per int) {
+	buf := natsMsgs(per, 1024)
+	if proto == frame.STOMP {
+		buf = stompMsgs(per, 1024)
+	}
+	name := "/" + proto.String() + "-" + itoa(per) + "-per-call"
+	b.Run("floor"+name, func(b *testing.B) {
+		progs, detach := floor(b, PathSock, floorHooks[PathSock])
+		defer detach()
+		writeLoop(b, buf, progs)
+	})
+	for _, m := range []Match{MatchMarker, MatchFrame} {
+		b.Run(string(m)+name, func(b *testing.B) {
+			r := openProtoRig(b, Options{Path: PathSock, Match: m}, proto)
+			cfd, sfd := r.pair(b)
+			done := drain(sfd)
+			rt0, n0 := runStats(r.c.tr.Probe.Programs())
+			b.SetBytes(int64(len(buf)))
+			b.ResetTimer()
+			for range b.N {
+				if _, err := unix.Write(cfd, buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			rt1, n1 := runStats(r.c.tr.Probe.Programs())
+			unix.Close(cfd)
+			<-done
+			if n1 > n0 {
+				b.ReportMetric(float64(rt1-rt0)/float64(n1-n0)/float64(per), "prog-ns/msg")
+			}
+			st, _ := r.c.tr.Stats()
+			if st.Markers[1] < uint64(b.N*per) || st.Unscanned != [2]uint64{} {
+				b.Errorf("%d records of %d messages written, %v unscanned; %+v", st.Markers[1], b.N*per, st.Unscanned, st.Frame)
+			}
+		})
+	}
+}
+
+// stompMsgs is n MESSAGE frames as ActiveMQ writes them, of size-byte
+// random payloads, each with a marker.
+func stompMsgs(n, size int) []byte {
+	var out []byte
+	p := payload(size, "random")
+	for i := range n {
+		marker.Put(p[size/2:], uint64(i+1))
+		out = fmt.Appendf(out, "MESSAGE\ncontent-length:%d\nexpires:0\ndestination:/queue/bench\nsubscription:0\n"+
+			"priority:4\nmessage-id:ID:host-40101-1790000000000-3:1:1:1:%d\ntimestamp:1790000000000\n\n", size, i+1)
+		out = append(append(out, p...), 0)
+	}
+	return out
 }
 
 // natsMsgs is n MSG frames of size-byte random payloads, each with a marker.

@@ -16,9 +16,9 @@ import (
 // has, and random bytes overwritten.
 func stompStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 	command, other := "SEND", []string{"SUBSCRIBE\nid:0\ndestination:/queue/a\nack:client\n\n\x00",
-		"ACK\r\nid:7\r\n\r\n\x00", "BEGIN\ntransaction:t\n\n\x00", "DISCONNECT\nreceipt:77\n\n\x00"}
+		"ACK\r\nid:7\r\n\r\n\x00", "BEGIN\ntransaction:t\n\n\x00", "DISCONNECT\nreceipt:77\ncontent-length:0\n\n\x00"}
 	if dir == frame.Out {
-		command, other = "MESSAGE", []string{"RECEIPT\nreceipt-id:9\n\n\x00",
+		command, other = "MESSAGE", []string{"RECEIPT\nreceipt-id:9\ncontent-length:0\n\n\x00",
 			"ERROR\nmessage:x\ncontent-length:5\n\nab\x00cd\x00", "ERROR\nmessage:y\n\nsome text\x00"}
 	}
 	var b []byte
@@ -41,7 +41,7 @@ func stompStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 			add("subscription:0%smessage-id:ID:%d%s", eol, r.Uint32(), eol)
 		}
 		if r.IntN(8) > 0 {
-			add("destination:/queue/%s%s", strings.Repeat("q.x", 20)[:r.IntN(40)], eol)
+			add("destination:/queue/%s%s%s", strings.Repeat("q.x", 20)[:r.IntN(40)], []string{"", ":a"}[r.IntN(2)], eol)
 		}
 		if r.IntN(4) == 0 {
 			add("destination:/queue/other%s", eol) // the first one counts

@@ -258,10 +258,15 @@ func keys(rs []frame.Record) []frame.Record {
 // reference parsers'.
 func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
-	before := r.stats(t)
 	// Each stream begins with a one-message call, whose event gives the
 	// stream's base sequence number.
 	anchor, in, out := r.streams(rng, bad)
+	r.runStreams(t, seed, rng, anchor, in, out)
+}
+
+// runStreams is run on given streams.
+func (r *frameRig) runStreams(t *testing.T, seed uint64, rng *rand.Rand, anchor map[frame.Dir][]byte, in, out []byte) {
+	before := r.stats(t)
 	wIn, rIn := anchored(frameCalls(rng, events.Out, in), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, in), len(anchor[frame.In]))
 	wOut, rOut := anchored(frameCalls(rng, events.Out, out), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, out), len(anchor[frame.Out]))
 	cfd, sfd := r.pair(t)
@@ -347,6 +352,12 @@ func (r *frameRig) streams(rng *rand.Rand, bad int) (anchor map[frame.Dir][]byte
 			frame.Out: []byte("MESSAGE\ncontent-length:1\n\nx\x00")}
 		return anchor, append(slices.Clone(anchor[frame.In]), stompStream(rng, frame.In, bad)...),
 			append(slices.Clone(anchor[frame.Out]), stompStream(rng, frame.Out, bad)...)
+	}
+	if r.proto == frame.Redis {
+		anchor = map[frame.Dir][]byte{frame.In: []byte("*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n$1\r\nx\r\n"),
+			frame.Out: []byte("*3\r\n$7\r\nmessage\r\n$1\r\na\r\n$1\r\nx\r\n")}
+		return anchor, append(slices.Clone(anchor[frame.In]), redisStream(rng, frame.In, bad)...),
+			append(slices.Clone(anchor[frame.Out]), redisStream(rng, frame.Out, bad)...)
 	}
 	anchor = map[frame.Dir][]byte{frame.In: []byte("PUB a 1\r\nx\r\n"), frame.Out: []byte("MSG a 1 1\r\nx\r\n")}
 	return anchor, append(slices.Clone(anchor[frame.In]), natsStream(rng, frame.In, bad)...),

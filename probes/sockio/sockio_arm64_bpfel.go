@@ -101,6 +101,9 @@ type sockioFstate struct {
 	Remain uint32
 	Len    uint32
 	Line   uint32
+	Rstack [8]uint32
+	Rsize  uint32
+	Ridx   uint32
 	State  uint8
 	Flags  uint8
 	Field  uint8
@@ -113,7 +116,10 @@ type sockioFstate struct {
 	Mqv    uint8
 	Fixed  uint8
 	Sflags uint8
-	Pad    [4]uint8
+	Rdepth uint8
+	Rtype  uint8
+	Rflags uint8
+	Pad    [1]uint8
 	Held   [64]uint8
 }
 
