@@ -11,8 +11,7 @@
  *
  * The grammar is that of package frame, the Go reference, byte for byte:
  * its fuzz target compares the two on the same streams split at random.
- * Built: NATS, MQTT, STOMP and Redis. AMQP sockets are counted as
- * unparsed.
+ * Built: NATS, MQTT, STOMP, AMQP 0-9-1 and Redis.
  *
  * Every step keeps its state in the per-CPU scan_ctx (fs), read and written
  * through a volatile pointer, so that the verifier meets the same register
@@ -55,6 +54,12 @@ enum fstate_st {
 	F_ST_NUL,   /* STOMP: the NUL that ends a frame */
 	F_R_LINE,   /* Redis: an element's line after its type byte */
 	F_R_STR,    /* Redis: a message's command or channel */
+	F_A_PROTO,  /* AMQP: the protocol header */
+	F_A_HDR,    /* AMQP: a frame's header (type, channel, size) */
+	F_A_METH,   /* AMQP: a method frame's class and method */
+	F_A_ARGS,   /* AMQP: a content method's arguments */
+	F_A_CHDR,   /* AMQP: a content header's class, weight, body size, flags */
+	F_A_END,    /* AMQP: the frame-end octet */
 };
 
 #define FF_INFIELD 1  /* inside a field of the line */
@@ -63,7 +68,13 @@ enum fstate_st {
 #define FF_HELD 8     /* a record waits for its trailer */
 #define FF_HELD_NOW 16 /* ... and its payload ended in this call */
 #define FF_REC 32     /* the payload run belongs to a message (else: bytes skipped) */
-#define FF_DUE 64     /* MQTT: a record is complete, to be sent by the caller (frame_due) */
+#define FF_DUE 64     /* a record is complete, to be sent by the byte machine's caller (frame_due) */
+
+#define A_STARTED 1 /* AMQP: past the protocol header, or a first frame */
+#define A_PENDING 2 /* a content is in progress (on channel achan) */
+#define A_MSG 4     /* ... and carries a message of the direction */
+#define A_GOTHDR 8  /* ... its header frame was read */
+#define A_EMITEND 16 /* ... with an empty body: its record ends with the frame */
 
 /* frame_ports maps a broker's TCP port to the protocol spoken on it; a
  * socket's protocol is that of its local port, else of its remote one. */
@@ -115,6 +126,7 @@ static __always_inline void frame_bad(vfs_t *fs, struct bt_stats *st, __u32 d)
 	fs->remain = 0;
 	fs->rdepth = 0;
 	fs->rflags = 0;
+	fs->aflags = A_STARTED;
 	fs->state = F_SYNC;
 }
 
@@ -135,7 +147,7 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 {
 	if (!(fs->flags & FF_REC)) { /* a packet or body skipped: the next one, or STOMP's NUL */
 		__u8 p = fs->proto;
-		fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_REDIS ? F_CR : F_LINE;
+		fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_REDIS ? F_CR : p == BT_PROTO_AMQP ? F_A_END : F_LINE;
 		return;
 	}
 	fs->flags &= ~FF_REC;
@@ -169,7 +181,8 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 		fs->state = F_LINE;
 		return;
 	}
-	fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_CR;
+	__u8 p = fs->proto;
+	fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_AMQP ? F_A_END : F_CR;
 }
 
 /* frame_confirm sends the held record once its trailer is checked: with
@@ -1217,6 +1230,333 @@ __noinline int frame_redis_byte(__u64 o, __u32 ch)
 	return 0;
 }
 
+/* ---- AMQP 0-9-1 (frame/amqp.go) ---- */
+
+#define AMQP_FRAME_END 0xce
+#define AMQP_MAX_FRAME (1 << 20) /* frame.amqpMaxFrame */
+
+/* The arguments of a content method, read a byte at a time. */
+enum amqp_phase {
+	AP_CTLEN = 0, /* deliver: the consumer tag's length */
+	AP_SKIP,      /* fields before the exchange */
+	AP_EXLEN,     /* the exchange's length */
+	AP_EX,        /* the exchange */
+	AP_RKLEN,     /* the routing key's length */
+	AP_RK,        /* the routing key */
+	AP_DONE,      /* the rest */
+};
+
+/* amqp_bad: the frame is bad at this byte, its k-th (frame.errSkip): the k
+ * bytes before it are skipped, and the parser resynchronises from it on. */
+static __always_inline void amqp_bad(struct bt_stats *st, vfs_t *fs, __u32 k, __u8 ch, __u32 d)
+{
+	frame_bad(fs, st, d);
+	st->frame_skipped[d] += k + 1;
+	if (ch == AMQP_FRAME_END) {
+		st->frame_resyncs[d] += 1;
+		fs->state = F_LINE;
+	}
+}
+
+/* amqp_interleaved counts a content abandoned: another content method
+ * began before its body was complete. */
+static __always_inline void amqp_interleaved(struct bt_stats *st, vfs_t *fs, __u32 d)
+{
+	if (fs->aflags & A_PENDING)
+		st->frame_interleaved[d] += 1;
+}
+
+/* amqp_payload follows a frame's header with n bytes, hashed (the body of
+ * a message, with a record at its end if emit) or skipped, then the
+ * frame-end. */
+static __always_inline void amqp_payload(struct scan_ctx *c, vfs_t *fs, __u64 o, __u64 n, bool hash, bool emit)
+{
+	fs->skip = hash ? 0 : n;
+	fs->remain = hash ? n : 0;
+	fs->flags &= ~FF_REC;
+	if (hash && emit)
+		fs->flags |= FF_REC;
+	fs->state = F_PAYLOAD;
+	if (n == 0)
+		payload_end(c, fs, o);
+}
+
+/* amqp_header acts on a frame header complete at its byte 6 = ch. */
+static __always_inline void amqp_header(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+					__u32 d)
+{
+	__u64 size = fs->num[1];
+	__u16 chan = fs->num[0];
+	__u8 af = fs->aflags | A_STARTED;
+	fs->aflags = af;
+	fs->word = 0;
+	if (size > AMQP_MAX_FRAME)
+		goto bad;
+	switch (fs->rtype) {
+	case 1: /* method */
+		if (size < 4)
+			goto bad;
+		fs->state = F_A_METH;
+		return;
+	case 2: /* content header */
+		if (!(af & A_PENDING) || (af & A_GOTHDR) || chan != fs->achan || size < 14)
+			goto bad;
+		fs->state = F_A_CHDR;
+		return;
+	case 3: /* content body */
+		if (!(af & A_PENDING) || !(af & A_GOTHDR) || chan != fs->achan || size > fs->abody)
+			goto bad;
+		fs->abody -= size;
+		if (fs->abody == 0)
+			fs->aflags = af & ~A_PENDING;
+		amqp_payload(c, fs, o, size, af & A_MSG, fs->abody == 0);
+		return;
+	default: /* heartbeat */
+		if (chan || size)
+			goto bad;
+		fs->state = F_A_END;
+		return;
+	}
+bad:
+	amqp_bad(st, fs, 6, ch, d);
+}
+
+/* amqp_content tells what method class.meth of direction d is: 1 a
+ * content method that carries a message (basic.publish in; deliver and
+ * get-ok out), 0 another content method (basic.return), -1 none. */
+static __always_inline int amqp_content(__u32 class, __u32 meth, __u32 d)
+{
+	if (class != 60)
+		return -1;
+	if (d == BT_DIR_IN)
+		return meth == 40 ? 1 : -1;
+	if (meth == 60 || meth == 71)
+		return 1;
+	return meth == 50 ? 0 : -1;
+}
+
+/* amqp_method acts on a method frame's class and method, complete at its
+ * byte 10 = ch. */
+static __always_inline void amqp_method(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+					__u32 d)
+{
+	__u32 meth = fs->word & 0xffff;
+	__u64 size = fs->num[1];
+	int content = amqp_content(fs->word >> 16, meth, d);
+	if (content < 0) {
+		amqp_payload(c, fs, o, size - 4, false, false);
+		return;
+	}
+	if (content == 0) {
+		amqp_interleaved(st, fs, d);
+		fs->aflags = A_STARTED | A_PENDING;
+		fs->achan = fs->num[0];
+		amqp_payload(c, fs, o, size - 4, false, false);
+		return;
+	}
+	if (7 + size > MAX_HEADER || size == 4) { /* too long, or no arguments */
+		amqp_bad(st, fs, 10, ch, d);
+		return;
+	}
+	fs->aleft = size - 4;
+	fs->aphase = AP_SKIP;
+	fs->acount = d == BT_DIR_IN ? 2 : 9; /* publish: reserved-1; get-ok: delivery tag, redelivered */
+	if (d == BT_DIR_OUT && meth == 60)
+		fs->aphase = AP_CTLEN;
+	fs->state = F_A_ARGS;
+}
+
+/* amqp_arg takes one byte of a content method's arguments: the subject is
+ * FNV-1a 64 of the exchange, a 0 byte and the routing key. */
+static __always_inline void amqp_arg(vfs_t *fs, __u8 ch)
+{
+	switch (fs->aphase) {
+	case AP_CTLEN:
+		fs->acount = ch + 9; /* the tag, the delivery tag, redelivered */
+		fs->aphase = AP_SKIP;
+		return;
+	case AP_SKIP:
+		fs->acount -= 1;
+		if (fs->acount == 0)
+			fs->aphase = AP_EXLEN;
+		return;
+	case AP_EXLEN:
+		fs->subj = FNV_OFFSET;
+		fs->acount = ch;
+		fs->aphase = AP_EX;
+		if (ch == 0) {
+			fs->subj = (fs->subj ^ 0) * FNV_PRIME;
+			fs->aphase = AP_RKLEN;
+		}
+		return;
+	case AP_EX:
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+		fs->acount -= 1;
+		if (fs->acount == 0) {
+			fs->subj = (fs->subj ^ 0) * FNV_PRIME;
+			fs->aphase = AP_RKLEN;
+		}
+		return;
+	case AP_RKLEN:
+		fs->acount = ch;
+		fs->aphase = ch ? AP_RK : AP_DONE;
+		return;
+	case AP_RK:
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+		fs->acount -= 1;
+		if (fs->acount == 0)
+			fs->aphase = AP_DONE;
+		return;
+	}
+}
+
+/* amqp_args takes the byte at index i of a content method frame; at the
+ * arguments' last byte the content begins, or the frame is bad. */
+static __always_inline void amqp_args(struct bt_stats *st, vfs_t *fs, __u8 ch, __u32 i, __u32 d)
+{
+	amqp_arg(fs, ch);
+	fs->aleft -= 1;
+	if (fs->aleft > 0)
+		return;
+	if (fs->aphase != AP_DONE) {
+		amqp_bad(st, fs, i, ch, d);
+		return;
+	}
+	amqp_interleaved(st, fs, d);
+	fs->aflags = A_STARTED | A_PENDING | A_MSG;
+	fs->achan = fs->num[0];
+	fp_begin(fs);
+	fs->flags &= ~FF_REC;
+	fs->state = F_A_END;
+}
+
+/* amqp_chdr takes the byte at index i of a content header frame: the body
+ * size is bytes 11..18. */
+static __always_inline void amqp_chdr(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u32 i,
+				      __u64 o, __u32 d)
+{
+	if (i >= 11 && i <= 18)
+		fs->word = (fs->word << 8) | ch;
+	if (i < 20)
+		return;
+	if (fs->word > MAX_PAYLOAD) {
+		amqp_bad(st, fs, 20, ch, d);
+		return;
+	}
+	__u8 af = fs->aflags | A_GOTHDR;
+	fs->abody = fs->word;
+	if (fs->abody == 0) { /* no body frame: the record comes with this frame's end */
+		af &= ~A_PENDING;
+		if (af & A_MSG)
+			af |= A_EMITEND;
+	}
+	fs->aflags = af;
+	amqp_payload(c, fs, o, fs->num[1] - 14, false, false);
+}
+
+/* amqp_end takes a frame's last byte, which must be the frame-end. */
+static __always_inline void amqp_end(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				     __u32 d)
+{
+	if (ch != AMQP_FRAME_END) {
+		frame_bad(fs, st, d);
+		st->frame_skipped[d] += 1;
+		return;
+	}
+	st->frames[d] += 1;
+	fs->flags |= FF_DUE;
+	if (fs->aflags & A_EMITEND) { /* an empty body's record ends here, confirmed */
+		fs->aflags &= ~A_EMITEND;
+		fs->flags |= FF_REC;
+		payload_end(c, fs, o);
+	}
+	fs->state = F_LINE;
+}
+
+/* amqp_byte runs the AMQP machine on buf[o - 1] = ch. */
+static __always_inline void amqp_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
+				      __u32 d)
+{
+	__u32 i = fs->line;
+	switch (fs->state) {
+	case F_LINE:
+		fs->line = 1;
+		if (!(fs->aflags & A_STARTED) && d == BT_DIR_IN && ch == 'A') {
+			fs->state = F_A_PROTO;
+			return;
+		}
+		if (ch != 1 && ch != 2 && ch != 3 && ch != 8) {
+			amqp_bad(st, fs, 0, ch, d);
+			return;
+		}
+		fs->rtype = ch;
+		fs->num[0] = 0;
+		fs->num[1] = 0;
+		fs->state = F_A_HDR;
+		return;
+	case F_A_PROTO:
+		if (i < 4 && ch != (i == 1 ? 'M' : i == 2 ? 'Q' : 'P')) {
+			amqp_bad(st, fs, i, ch, d);
+			return;
+		}
+		fs->line = i + 1;
+		if (i == 7) {
+			fs->aflags |= A_STARTED;
+			fs->state = F_LINE;
+		}
+		return;
+	case F_A_HDR:
+		if (i <= 2)
+			fs->num[0] = (fs->num[0] << 8) | ch;
+		else
+			fs->num[1] = (fs->num[1] << 8) | ch;
+		fs->line = i + 1;
+		if (i == 6)
+			amqp_header(c, st, fs, ch, o, d);
+		return;
+	case F_A_METH:
+		fs->word = (fs->word << 8) | ch;
+		fs->line = i + 1;
+		if (i == 10)
+			amqp_method(c, st, fs, ch, o, d);
+		return;
+	case F_A_ARGS:
+		fs->line = i + 1;
+		amqp_args(st, fs, ch, i, d);
+		return;
+	case F_A_CHDR:
+		fs->line = i + 1;
+		amqp_chdr(c, st, fs, ch, i, o, d);
+		return;
+	case F_PAYLOAD:
+		payload_byte(c, fs, ch, o);
+		return;
+	case F_A_END:
+		amqp_end(c, st, fs, ch, o, d);
+		return;
+	case F_SYNC:
+		st->frame_skipped[d] += 1;
+		if (ch == AMQP_FRAME_END) {
+			st->frame_resyncs[d] += 1;
+			fs->state = F_LINE;
+		}
+		return;
+	}
+}
+
+/* frame_amqp_byte runs the AMQP machine on buf[o - 1] = ch: a global
+ * function, verified once. */
+__noinline int frame_amqp_byte(__u64 o, __u32 ch)
+{
+	struct scan_ctx *c = get_ctx();
+	struct bt_stats *st = get_stats();
+	if (!c || !st)
+		return 0;
+	vfs_t *fs = &c->fs;
+	amqp_byte(c, st, fs, ch, o, fs->dir & 1);
+	return 0;
+}
+
 /* tls_byte follows the first bytes of an in stream: a TLS record header
  * 0x16 0x03 0x01..0x04 (a ClientHello) makes the connection encrypted. */
 static __always_inline void tls_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch)
@@ -1281,6 +1621,9 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 			frame_due(fs);
 		} else if (fs->proto == BT_PROTO_REDIS) {
 			frame_redis_byte(vc->f_at, ch);
+			frame_due(fs);
+		} else if (fs->proto == BT_PROTO_AMQP) {
+			frame_amqp_byte(vc->f_at, ch);
 			frame_due(fs);
 		} else {
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
@@ -1451,7 +1794,8 @@ static __always_inline __u8 frame_proto(struct sock *sk)
  * (frame.Proto.Kernel). */
 static __always_inline bool frame_parsed(__u8 proto)
 {
-	return proto == BT_PROTO_NATS || proto == BT_PROTO_MQTT || proto == BT_PROTO_STOMP || proto == BT_PROTO_REDIS;
+	return proto == BT_PROTO_NATS || proto == BT_PROTO_MQTT || proto == BT_PROTO_STOMP || proto == BT_PROTO_AMQP ||
+	       proto == BT_PROTO_REDIS;
 }
 
 /* frame_init sets up a parser of direction dir for protocol proto. */

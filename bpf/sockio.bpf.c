@@ -199,6 +199,12 @@ struct fstate {
 	__u32 rstack[8]; /* Redis: elements left in each open aggregate, outermost first */
 	__u32 rsize;  /* Redis: elements of the top-level aggregate */
 	__u32 ridx;   /* ... and the one being read */
+	__u32 abody;  /* AMQP: body bytes of the content still to come */
+	__u16 achan;  /* AMQP: the content's channel */
+	__u16 aleft;  /* AMQP: bytes of the content method's arguments left */
+	__u16 acount; /* AMQP: bytes left in the argument being read */
+	__u8 aflags;  /* AMQP: A_* */
+	__u8 aphase;  /* AMQP: enum amqp_phase */
 	__u8 state;   /* enum fstate_st */
 	__u8 flags;   /* FF_* */
 	__u8 field;   /* fields of the line begun so far (the verb is 1) */

@@ -124,6 +124,7 @@ struct bt_stats {
 	__u64 frame_joined;       /* sockets first seen mid-stream: parsed from a boundary on */
 	__u64 frame_tls;          /* sockets found encrypted */
 	__u64 frame_lost;         /* calls not parsed: no room for the socket's parser state */
+	__u64 frame_interleaved[2]; /* AMQP contents abandoned: another began before their body ended */
 };
 
 #endif /* BROKERTRACE_SOCKIO_H */

@@ -18,6 +18,14 @@ const amqpMaxFrame = 1 << 20
 // amqpMachine parses AMQP 0-9-1 frames: type, channel, size, payload,
 // frame-end. A content (the header and body frames that follow a content
 // method) is tracked for one channel at a time.
+//
+// A bad frame is judged at the byte that completes what makes it bad (see
+// errSkip), as the kernel parser judges it: the protocol header at its
+// first byte other than "AMQP"; a frame header at its type byte, else at
+// its byte 6 (the size's last); a content method at its byte 10 (the method's last) when it is
+// longer than MaxHeader, else at its payload's last byte when its
+// arguments are short; a content header at its byte 20 (the body size's
+// last); a frame-end at its own byte.
 type amqpMachine struct {
 	started bool // past the protocol header, or the first frame
 	end     bool // a frame's payload ended: the frame-end octet comes next
@@ -42,7 +50,7 @@ func (m *amqpMachine) sync(b []byte) (int, bool) { return syncAfter(b, amqpFrame
 func (m *amqpMachine) head(p *Parser, b []byte) (action, error) {
 	if m.end {
 		if b[0] != amqpFrameEnd {
-			return more, errBad
+			return more, errSkip(0)
 		}
 		m.end = false
 		p.frame()
@@ -54,14 +62,19 @@ func (m *amqpMachine) head(p *Parser, b []byte) (action, error) {
 		return action{n: 1}, nil
 	}
 	if !m.started && p.dir == In && b[0] == 'A' {
+		for i := 1; i < min(4, len(b)); i++ {
+			if b[i] != "AMQP"[i] {
+				return more, errSkip(i)
+			}
+		}
 		if len(b) < 8 {
 			return more, nil
 		}
-		if string(b[:4]) != "AMQP" {
-			return more, errBad
-		}
 		m.started = true
 		return action{n: 8}, nil
+	}
+	if typ := b[0]; typ != amqpMethod && typ != amqpHeader && typ != amqpBody && typ != amqpHeartbeat {
+		return more, errSkip(0)
 	}
 	if len(b) < 7 {
 		return more, nil
@@ -69,7 +82,7 @@ func (m *amqpMachine) head(p *Parser, b []byte) (action, error) {
 	m.started = true
 	typ, ch, size := b[0], binary.BigEndian.Uint16(b[1:]), int64(binary.BigEndian.Uint32(b[3:]))
 	if size > amqpMaxFrame {
-		return more, errBad
+		return more, errSkip(6)
 	}
 	switch typ {
 	case amqpMethod:
@@ -78,7 +91,7 @@ func (m *amqpMachine) head(p *Parser, b []byte) (action, error) {
 		return m.header(p, b, ch, size)
 	case amqpBody:
 		if !m.pending || ch != m.channel || !m.gotHeader || size > m.remain {
-			return more, errBad
+			return more, errSkip(6)
 		}
 		m.remain -= size
 		m.end = true
@@ -92,12 +105,12 @@ func (m *amqpMachine) head(p *Parser, b []byte) (action, error) {
 		return action{n: 7, skip: size}, nil
 	case amqpHeartbeat:
 		if ch != 0 || size != 0 {
-			return more, errBad
+			return more, errSkip(6)
 		}
 		m.end = true
 		return action{n: 7}, nil
 	}
-	return more, errBad
+	return more, errSkip(0) // no other type passed the check above
 }
 
 // amqpContent are the methods (class 60, basic) followed by a content,
@@ -110,7 +123,7 @@ var amqpContent = [2]map[uint16]bool{
 // method parses a method frame; basic.publish, deliver and get-ok whole.
 func (m *amqpMachine) method(p *Parser, b []byte, ch uint16, size int64) (action, error) {
 	if size < 4 {
-		return more, errBad
+		return more, errSkip(6)
 	}
 	if len(b) < 11 {
 		return more, nil
@@ -127,14 +140,14 @@ func (m *amqpMachine) method(p *Parser, b []byte, ch uint16, size int64) (action
 		return action{n: 7, skip: size}, nil
 	}
 	if 7+size > MaxHeader {
-		return more, errBad
+		return more, errSkip(10)
 	}
 	if int64(len(b)) < 7+size {
 		return more, nil
 	}
 	subj, ok := amqpSubject(b[11:7+size], p.dir, meth)
 	if !ok {
-		return more, errBad
+		return more, errSkip(7 + size - 1)
 	}
 	m.interleaved(p)
 	p.begin(subj)
@@ -184,14 +197,14 @@ func amqpSubject(args []byte, dir Dir, meth uint16) (uint64, bool) {
 // header parses a content header frame: class, weight, body size.
 func (m *amqpMachine) header(p *Parser, b []byte, ch uint16, size int64) (action, error) {
 	if !m.pending || m.gotHeader || ch != m.channel || size < 14 {
-		return more, errBad
+		return more, errSkip(6)
 	}
 	if len(b) < 21 {
 		return more, nil
 	}
 	body := binary.BigEndian.Uint64(b[11:])
 	if body > MaxPayload {
-		return more, errBad
+		return more, errSkip(20)
 	}
 	m.gotHeader, m.remain, m.end = true, int64(body), true
 	if body == 0 {

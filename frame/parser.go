@@ -41,8 +41,18 @@ type action struct {
 // more is the action of a header that needs more bytes.
 var more = action{}
 
-// errBad is the error of an invalid header whose machine gives no detail.
+// errBad is the error of an invalid header whose machine gives no detail:
+// its first byte is skipped, and the parser resynchronises after it.
 var errBad = errors.New("bad frame")
+
+// errSkip is the error of a header found bad at its byte k: the k bytes
+// before it are skipped, and the parser resynchronises from it on. A
+// binary header is judged when the field that makes it bad is complete,
+// and a kernel parser, which reads a byte at a time and cannot go back,
+// can resume only after that.
+type errSkip int
+
+func (errSkip) Error() string { return "bad frame" }
 
 // Parser parses one direction of one connection. The zero value is not
 // usable: make one with NewConn.
@@ -228,6 +238,15 @@ func (p *Parser) header(d []byte) int {
 	a, err := p.m.head(p, d)
 	if err == nil && a.n == 0 && len(d) >= MaxHeader {
 		err = errBad
+	}
+	if k, ok := err.(errSkip); ok {
+		p.bad()
+		p.c.Skipped += int64(k)
+		p.pos += int64(k)
+		if k == 0 {
+			return p.step(d)
+		}
+		return int(k)
 	}
 	if err != nil {
 		p.bad()

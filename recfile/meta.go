@@ -234,6 +234,10 @@ type FrameCounters struct {
 	Joined    uint64    `json:"joined_sockets"`  // met mid-stream: parsed from a frame boundary on
 	TLS       uint64    `json:"tls_sockets"`     // found encrypted (a TLS record header first)
 	Lost      uint64    `json:"lost_calls"`      // not parsed: no room for the socket's parser state
+	// Interleaved are AMQP messages whose content was abandoned: another
+	// content method came on the connection before their body was complete
+	// (contents of two channels interleaved), so they were not matched.
+	Interleaved [2]uint64 `json:"interleaved,omitempty"`
 }
 
 // SizeClass is the socket probe's scan of the calls of one direction whose

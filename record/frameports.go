@@ -86,4 +86,6 @@ func frameWarnings(add func(n uint64, format string, args ...any), f *recfile.Fr
 	add(f.TLS, "--match frame: %d connections are encrypted (TLS): %d bytes not parsed, their messages not matched", f.TLS, f.Encrypted[0]+f.Encrypted[1])
 	add(f.Unparsed[0]+f.Unparsed[1], "--match frame: %d bytes on connections of ports the kernel parser has no protocol for were not parsed", f.Unparsed[0]+f.Unparsed[1])
 	add(f.Lost, "--match frame: %d calls were not parsed: no room for their connection's parser state", f.Lost)
+	add(f.Interleaved[0]+f.Interleaved[1], "--match frame: %d AMQP messages not matched: another content began on their connection before their body was complete",
+		f.Interleaved[0]+f.Interleaved[1])
 }

@@ -145,6 +145,21 @@ func TestFrameAgreesWithMarker(t *testing.T) {
 		{stomp("/topic/bt.frame.20k"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
 		{stomp("/queue/bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
 	}
+	// redis-server listens on one port: found without --frame-port.
+	rd := testbroker.StartRedis(t)
+	redis := func(channel string) broker {
+		return broker{name: "redis-server", url: rd.URL(channel), pid: rd.PID()}
+	}
+	cases = append(cases, []struct {
+		b broker
+		agreement
+	}{
+		{redis("bt.frame.1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Sent: 3000}},
+		{redis("bt.frame.3"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000}},
+		{redis("bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadJSON, Sent: 60000}},
+		{redis("bt.frame.20k3"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000}},
+		{redis("bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
+	}...)
 	var table []agreement
 	for _, c := range cases {
 		name := fmt.Sprintf("%s-%v-%d-%s", strings.Fields(c.b.name)[0], c.Rate, c.Fanout, c.Payload)

@@ -184,21 +184,20 @@ func asciiLower(s string) []byte {
 	return b
 }
 
+// trailers are what follows a message's payload, per protocol (MQTT: none).
+var trailers = map[frame.Proto]string{frame.NATS: "\r\n", frame.Redis: "\r\n", frame.STOMP: "\x00", frame.AMQP: "\xce"}
+
 // frameCalls cuts stream into calls of random sizes, forms and iovec
-// entries; a third of the CRLFs and NULs (NATS's and STOMP's trailers)
+// entries; a third of the trailers (what ends a frame after its payload)
 // also begin a call, so that many payloads end just before a call does
 // (the kernel then holds their record for the trailer the next call
 // brings).
-func frameCalls(r *rand.Rand, dir events.Dir, stream []byte) []ioCall {
+func frameCalls(r *rand.Rand, dir events.Dir, stream []byte, trailer string) []ioCall {
 	n := len(stream)
 	p := &planner{r: r, dir: dir}
 	for at := 0; at < n; {
 		next := min(n, at+1+[]int{r.IntN(8), r.IntN(200), r.IntN(5000), r.IntN(70000)}[r.IntN(4)])
-		k := bytes.Index(stream[at+1:next], []byte("\r\n"))
-		if z := bytes.IndexByte(stream[at+1:next], 0); z >= 0 && (k < 0 || z < k) {
-			k = z
-		}
-		if k >= 0 && r.IntN(3) == 0 {
+		if k := bytes.Index(stream[at+1:next], []byte(trailer)); trailer != "" && k >= 0 && r.IntN(3) == 0 {
 			next = at + 1 + k
 		}
 		at = next
@@ -267,8 +266,9 @@ func (r *frameRig) run(t *testing.T, seed uint64, bad int) {
 // runStreams is run on given streams.
 func (r *frameRig) runStreams(t *testing.T, seed uint64, rng *rand.Rand, anchor map[frame.Dir][]byte, in, out []byte) {
 	before := r.stats(t)
-	wIn, rIn := anchored(frameCalls(rng, events.Out, in), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, in), len(anchor[frame.In]))
-	wOut, rOut := anchored(frameCalls(rng, events.Out, out), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, out), len(anchor[frame.Out]))
+	tr := trailers[r.proto]
+	wIn, rIn := anchored(frameCalls(rng, events.Out, in, tr), len(anchor[frame.In])), anchored(frameCalls(rng, events.In, in, tr), len(anchor[frame.In]))
+	wOut, rOut := anchored(frameCalls(rng, events.Out, out, tr), len(anchor[frame.Out])), anchored(frameCalls(rng, events.In, out, tr), len(anchor[frame.Out]))
 	cfd, sfd := r.pair(t)
 	// The in stream first: an MQTT broker reads the CONNECT, whose level
 	// the out direction needs, before it writes.
@@ -352,6 +352,12 @@ func (r *frameRig) streams(rng *rand.Rand, bad int) (anchor map[frame.Dir][]byte
 			frame.Out: []byte("MESSAGE\ncontent-length:1\n\nx\x00")}
 		return anchor, append(slices.Clone(anchor[frame.In]), stompStream(rng, frame.In, bad)...),
 			append(slices.Clone(anchor[frame.Out]), stompStream(rng, frame.Out, bad)...)
+	}
+	if r.proto == frame.AMQP {
+		pub, deliver := amqpMessage(1, 40, []byte{0, 0, 0, 1, 'a', 0}, nil, []byte("x"), 100), amqpMessage(1, 60, make([]byte, 13), nil, []byte("x"), 100)
+		anchor = map[frame.Dir][]byte{frame.In: append([]byte("AMQP\x00\x00\x09\x01"), pub...), frame.Out: deliver}
+		return anchor, append(slices.Clone(anchor[frame.In]), amqpStream(rng, frame.In, bad)...),
+			append(slices.Clone(anchor[frame.Out]), amqpStream(rng, frame.Out, bad)...)
 	}
 	if r.proto == frame.Redis {
 		anchor = map[frame.Dir][]byte{frame.In: []byte("*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n$1\r\nx\r\n"),
@@ -440,6 +446,7 @@ func (r *frameRig) checkCounters(t *testing.T, seed uint64, before, after Stats,
 		want.Bad[p.d] += uint64(c.Bad)
 		want.Resyncs[p.d] += uint64(c.Resyncs)
 		want.Skipped[p.d] += uint64(c.Skipped)
+		want.Interleaved[p.d] += uint64(c.Interleaved)
 		msgs[p.d] += uint64(c.Messages)
 	}
 	b, a := before.Frame, after.Frame
@@ -449,6 +456,7 @@ func (r *frameRig) checkCounters(t *testing.T, seed uint64, before, after Stats,
 		got.Bad[d] = a.Bad[d] - b.Bad[d]
 		got.Resyncs[d] = a.Resyncs[d] - b.Resyncs[d]
 		got.Skipped[d] = a.Skipped[d] - b.Skipped[d]
+		got.Interleaved[d] = a.Interleaved[d] - b.Interleaved[d]
 	}
 	gotMsgs := [2]uint64{after.Markers[0] - before.Markers[0], after.Markers[1] - before.Markers[1]}
 	if got != want || gotMsgs != msgs {

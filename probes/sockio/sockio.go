@@ -358,6 +358,7 @@ func frameCounters(per []sockioBtStats) *recfile.FrameCounters {
 			f.Encrypted[d] += c.FrameEncrypted[d]
 			f.Unparsed[d] += c.FrameUnparsed[d]
 			f.Held[d] += c.FrameHeld[d]
+			f.Interleaved[d] += c.FrameInterleaved[d]
 		}
 		f.Joined += c.FrameJoined
 		f.TLS += c.FrameTls

@@ -40,34 +40,35 @@ type sockioBtMarker struct {
 }
 
 type sockioBtStats struct {
-	_              structs.HostLayout
-	Calls          [2]uint64
-	Bytes          [2]uint64
-	Scanned        [2]uint64
-	Unscanned      [2]uint64
-	FaultBytes     [2]uint64
-	OtherCalls     [2]uint64
-	OtherBytes     [2]uint64
-	Markers        [2]uint64
-	Peeks          uint64
-	Events         uint64
-	DroppedEvents  uint64
-	DroppedMarkers uint64
-	CarryLost      uint64
-	ClassCalls     [2][32]uint64
-	ClassScanned   [2][32]uint64
-	ClassUnscanned [2][32]uint64
-	ClassMarkers   [2][32]uint64
-	Frames         [2]uint64
-	FrameBad       [2]uint64
-	FrameResyncs   [2]uint64
-	FrameSkipped   [2]uint64
-	FrameEncrypted [2]uint64
-	FrameUnparsed  [2]uint64
-	FrameHeld      [2]uint64
-	FrameJoined    uint64
-	FrameTls       uint64
-	FrameLost      uint64
+	_                structs.HostLayout
+	Calls            [2]uint64
+	Bytes            [2]uint64
+	Scanned          [2]uint64
+	Unscanned        [2]uint64
+	FaultBytes       [2]uint64
+	OtherCalls       [2]uint64
+	OtherBytes       [2]uint64
+	Markers          [2]uint64
+	Peeks            uint64
+	Events           uint64
+	DroppedEvents    uint64
+	DroppedMarkers   uint64
+	CarryLost        uint64
+	ClassCalls       [2][32]uint64
+	ClassScanned     [2][32]uint64
+	ClassUnscanned   [2][32]uint64
+	ClassMarkers     [2][32]uint64
+	Frames           [2]uint64
+	FrameBad         [2]uint64
+	FrameResyncs     [2]uint64
+	FrameSkipped     [2]uint64
+	FrameEncrypted   [2]uint64
+	FrameUnparsed    [2]uint64
+	FrameHeld        [2]uint64
+	FrameJoined      uint64
+	FrameTls         uint64
+	FrameLost        uint64
+	FrameInterleaved [2]uint64
 }
 
 type sockioCarryKey struct {
@@ -104,6 +105,12 @@ type sockioFstate struct {
 	Rstack [8]uint32
 	Rsize  uint32
 	Ridx   uint32
+	Abody  uint32
+	Achan  uint16
+	Aleft  uint16
+	Acount uint16
+	Aflags uint8
+	Aphase uint8
 	State  uint8
 	Flags  uint8
 	Field  uint8
@@ -120,6 +127,7 @@ type sockioFstate struct {
 	Rtype  uint8
 	Rflags uint8
 	Pad    [1]uint8
+	_      [4]byte
 	Held   [64]uint8
 }
 
