@@ -16,22 +16,27 @@ import (
 // amqpDriver is an AMQP 0-9-1 connection (RabbitMQ) through amqp091-go, the
 // client the RabbitMQ team maintains.
 //
-// URL: amqp://[user:password@]host[:port][/vhost][?ack=MODE&prefetch=N&confirm=0|1].
+// URL: amqp://[user:password@]host[:port][/vhost][?ack=MODE&prefetch=N&confirm=0|1&exchange=NAME].
 // The run's subject names a queue: the consumer declares it (non-durable,
 // deleted with its last consumer) and consumes from it, the producer
-// publishes transient messages to it through the default exchange. ack is
+// publishes transient messages to it through the default exchange. With
+// exchange=NAME (an existing exchange: amq.direct, amq.topic) the producer
+// publishes to that exchange with the subject as routing key, and each
+// consumer binds a queue of its own (exclusive, server-named) with the
+// subject as binding key: every consumer gets every message (fan-out). ack is
 // the consumer's mode: auto (default: the broker forgets a message once
 // sent) or manual (the consumer acknowledges each message); prefetch bounds
 // unacknowledged deliveries with ack=manual (default 0: unbounded). confirm=1
 // puts the producer's channel in confirm mode: the broker acknowledges every
 // publish, and Flush waits for all confirms (a nack fails it).
 type amqpDriver struct {
-	conn  *amqp.Connection
-	ch    *amqp.Channel
-	queue string
-	role  string
-	host  string
-	errs  asyncErr
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	queue    string // the subject: the queue, or with an exchange the routing key
+	exchange string
+	role     string
+	host     string
+	errs     asyncErr
 
 	autoAck  bool
 	prefetch int
@@ -50,6 +55,7 @@ type amqpOptions struct {
 	autoAck  bool
 	prefetch int
 	confirm  bool
+	exchange string
 }
 
 // dialAMQP checks the URL and subject before connecting, so that a
@@ -73,7 +79,7 @@ func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 	if err != nil {
 		return nil, configErrorf("broker URL %s: %v", u.Redacted(), err)
 	}
-	d := &amqpDriver{queue: opts.Subject, role: opts.Role, host: addr, autoAck: o.autoAck, prefetch: o.prefetch, confirm: o.confirm}
+	d := &amqpDriver{queue: opts.Subject, exchange: o.exchange, role: opts.Role, host: addr, autoAck: o.autoAck, prefetch: o.prefetch, confirm: o.confirm}
 	conn, err := connectAMQP(ctx, uri, addr, opts.Role)
 	if err != nil {
 		return nil, err
@@ -90,7 +96,7 @@ func dialAMQP(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 // parseAMQPOptions reads ack, prefetch and confirm, refusing a prefetch
 // without manual acks, where the broker would ignore it.
 func parseAMQPOptions(u *url.URL) (amqpOptions, error) {
-	q, err := urlOptions(u, "ack", "prefetch", "confirm")
+	q, err := urlOptions(u, "ack", "prefetch", "confirm", "exchange")
 	if err != nil {
 		return amqpOptions{}, err
 	}
@@ -111,7 +117,11 @@ func parseAMQPOptions(u *url.URL) (amqpOptions, error) {
 			return amqpOptions{}, configErrorf("broker URL %s: prefetch only applies with ack=manual", u.Redacted())
 		}
 	}
-	return amqpOptions{autoAck: ack == "auto", prefetch: prefetch, confirm: confirm == "1"}, nil
+	exchange := q.Get("exchange")
+	if len(exchange) > 255 || q.Has("exchange") && exchange == "" {
+		return amqpOptions{}, configErrorf("broker URL %s: exchange=%q is invalid: give an exchange name of 1..255 bytes", u.Redacted(), exchange)
+	}
+	return amqpOptions{autoAck: ack == "auto", prefetch: prefetch, confirm: confirm == "1", exchange: exchange}, nil
 }
 
 var amqpNames = protocolNames{proto: "AMQP", broker: "AMQP broker", server: "it", listener: "an AMQP 0-9-1 listener"}
@@ -195,7 +205,7 @@ func (d *amqpDriver) Publish(body []byte) error {
 	if err := d.errs.get(); err != nil {
 		return err
 	}
-	err := d.ch.PublishWithContext(context.Background(), "", d.queue, false, false,
+	err := d.ch.PublishWithContext(context.Background(), d.exchange, d.queue, false, false,
 		amqp.Publishing{Body: body, DeliveryMode: amqp.Transient})
 	if err != nil {
 		if e := d.errs.get(); e != nil {
@@ -210,17 +220,18 @@ func (d *amqpDriver) Publish(body []byte) error {
 // Subscribe declares the queue and returns once basic.consume-ok arrived:
 // from then on every message routed to the queue is delivered here.
 func (d *amqpDriver) Subscribe(handler func(body []byte)) error {
-	if _, err := d.ch.QueueDeclare(d.queue, false, true, false, false, nil); err != nil {
-		return configErrorf("AMQP broker at %s refused to declare queue %q: %v (a queue of that name with other properties exists? use another subject)", d.host, d.queue, err)
+	queue, err := d.declare()
+	if err != nil {
+		return err
 	}
 	if !d.autoAck && d.prefetch > 0 {
 		if err := d.ch.Qos(d.prefetch, 0, false); err != nil {
 			return fmt.Errorf("AMQP prefetch %d at %s: %w", d.prefetch, d.host, err)
 		}
 	}
-	deliveries, err := d.ch.Consume(d.queue, clientName(d.role), d.autoAck, false, false, false, nil)
+	deliveries, err := d.ch.Consume(queue, clientName(d.role), d.autoAck, false, false, false, nil)
 	if err != nil {
-		return configErrorf("AMQP broker at %s refused to consume from queue %q: %v", d.host, d.queue, err)
+		return configErrorf("AMQP broker at %s refused to consume from queue %q: %v", d.host, queue, err)
 	}
 	go func() {
 		for m := range deliveries {
@@ -233,6 +244,25 @@ func (d *amqpDriver) Subscribe(handler func(body []byte)) error {
 		}
 	}()
 	return nil
+}
+
+// declare declares the queue the consumer consumes from: the run's, or
+// with an exchange one of its own bound to the exchange by the subject.
+func (d *amqpDriver) declare() (string, error) {
+	if d.exchange == "" {
+		if _, err := d.ch.QueueDeclare(d.queue, false, true, false, false, nil); err != nil {
+			return "", configErrorf("AMQP broker at %s refused to declare queue %q: %v (a queue of that name with other properties exists? use another subject)", d.host, d.queue, err)
+		}
+		return d.queue, nil
+	}
+	q, err := d.ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		return "", fmt.Errorf("AMQP broker at %s refused a queue of the consumer's own: %w", d.host, err)
+	}
+	if err := d.ch.QueueBind(q.Name, d.queue, d.exchange, false, nil); err != nil {
+		return "", configErrorf("AMQP broker at %s refused to bind a queue to exchange %q with key %q: %v (no such exchange?)", d.host, d.exchange, d.queue, err)
+	}
+	return q.Name, nil
 }
 
 // Flush waits for every confirm in confirm mode. Otherwise it makes a

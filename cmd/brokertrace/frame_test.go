@@ -160,6 +160,24 @@ func TestFrameAgreesWithMarker(t *testing.T) {
 		{redis("bt.frame.20k3"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000}},
 		{redis("bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
 	}...)
+	// RabbitMQ's AMQP port is no well-known one either. A queue has one
+	// consumer per message; through an exchange each consumer binds a
+	// queue of its own.
+	rmq := testbroker.StartRabbitMQ(t)
+	_, amqpPort, _ := strings.Cut(rmq.AMQPAddr, ":")
+	rabbit := func(query, queue string) broker {
+		return broker{name: "RabbitMQ (AMQP)", url: rmq.AMQPURL() + query, subject: queue, pid: rmq.PID(), args: []string{"--frame-port", amqpPort + "=amqp"}}
+	}
+	cases = append(cases, []struct {
+		b broker
+		agreement
+	}{
+		{rabbit("", "bt.frame.1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Sent: 3000}},
+		{rabbit("?exchange=amq.direct", "bt.frame.3"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Sent: 3000}},
+		{rabbit("", "bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
+		{rabbit("?exchange=amq.direct", "bt.frame.20k3"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
+		{rabbit("", "bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
+	}...)
 	var table []agreement
 	for _, c := range cases {
 		name := fmt.Sprintf("%s-%v-%d-%s", strings.Fields(c.b.name)[0], c.Rate, c.Fanout, c.Payload)

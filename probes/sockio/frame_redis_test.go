@@ -79,11 +79,11 @@ func redisStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 var redisBad = []string{
 	"*3\r\n$7\r\nPUBLISH\r\n$1\r\na\r\n$3\r\nx\r\n", "$+5\r\nhello\r\n", "*-2\r\n", "$-01\r\n", "*\r\n",
 	"$5\r\r\nhello\r\n", strings.Repeat("*1\r\n", 9) + ":1\r\n", "\r\n", "\n", "\r\r\n",
-	"+" + strings.Repeat("y", 4094) + "\r\n", // '\n' at byte 4097: bad
-	"+" + strings.Repeat("y", 4093) + "\r\n", // '\n' at byte 4096: valid
+	"+" + strings.Repeat("y", 4094) + "\r\n",                                     // '\n' at byte 4097: bad
+	"+" + strings.Repeat("y", 4093) + "\r\n",                                     // '\n' at byte 4096: valid
 	"*3\r\n$4089\r\n" + strings.Repeat("P", 4089) + "\r\n$1\r\na\r\n$1\r\nx\r\n", // line and command 4096 bytes: valid
 	"*3\r\n$4090\r\n" + strings.Repeat("P", 4090) + "\r\n$1\r\na\r\n$1\r\nx\r\n", // 4097: bad
-	strings.Repeat("*1\r\n", 8) + ":1\r\n", // 8 deep: valid
+	strings.Repeat("*1\r\n", 8) + ":1\r\n",                                       // 8 deep: valid
 }
 
 // TestKernelFramesRedis: RESP2 and RESP3 streams, valid and corrupted, cut
