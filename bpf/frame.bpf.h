@@ -661,7 +661,7 @@ __noinline int frame_mqtt_byte(__u64 o, __u32 ch)
 #define ST_CR 128    /* a '\r' waits: dropped if '\n' follows, else part of the line */
 
 /* FNV-1a 64 (frame.Hash) of the words a STOMP header is compared with;
- * TestFrameWords checks each against its string. */
+ * frame.TestFrameWords checks each against its string. */
 #define ST_H_SEND 0x4211b4243820192fULL        /* "SEND" */
 #define ST_H_CONNECT 0xc09b4a14fc824b19ULL     /* "CONNECT" */
 #define ST_H_STOMP 0xf0dd2e0885a7307aULL       /* "STOMP" */
@@ -939,7 +939,7 @@ __noinline int frame_stomp_byte(__u64 o, __u32 ch)
 #define R_DEPTH 8 /* frame.redisMaxDepth */
 
 /* FNV-1a 64 (frame.Hash) of the commands that carry a message, upper-case
- * in, as written out; TestFrameWords checks each against its string. */
+ * in, as written out; frame.TestFrameWords checks each against its string. */
 #define R_H_PUBLISH 0x9f718642e842b788ULL  /* "PUBLISH" */
 #define R_H_SPUBLISH 0xc647c3344dec6bd9ULL /* "SPUBLISH" */
 #define R_H_MESSAGE 0x546401b5d2a8d2a4ULL  /* "message" */

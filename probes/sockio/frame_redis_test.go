@@ -3,9 +3,6 @@ package sockio
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -122,24 +119,4 @@ func FuzzKernelFramesRedis(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed uint64, bad uint8) {
 		r.run(t, seed, int(bad%16))
 	})
-}
-
-// TestFrameWords: each hash the kernel parser compares a word with is
-// frame.Hash of the word its comment names.
-func TestFrameWords(t *testing.T) {
-	src, err := os.ReadFile("../../bpf/frame.bpf.h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	re := regexp.MustCompile(`(?m)^#define (\w+_H_\w+) 0x([0-9a-f]{16})ULL\s+/\* "([^"]+)" \*/`)
-	defs := re.FindAllStringSubmatch(string(src), -1)
-	if len(defs) != 22 {
-		t.Fatalf("%d word hashes in bpf/frame.bpf.h, want 22 (17 STOMP, 5 Redis)", len(defs))
-	}
-	for _, d := range defs {
-		h, _ := strconv.ParseUint(d[2], 16, 64)
-		if h != frame.Hash([]byte(d[3])) {
-			t.Errorf("%s: %#x is not the hash of %q (%#x)", d[1], h, d[3], frame.Hash([]byte(d[3])))
-		}
-	}
 }
