@@ -146,8 +146,7 @@ static __always_inline void frame_due(vfs_t *fs)
 static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 {
 	if (!(fs->flags & FF_REC)) { /* a packet or body skipped: the next one, or STOMP's NUL */
-		__u8 p = fs->proto;
-		fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_REDIS ? F_CR : p == BT_PROTO_AMQP ? F_A_END : F_LINE;
+		fs->state = fs->after_skip;
 		return;
 	}
 	fs->flags &= ~FF_REC;
@@ -181,8 +180,7 @@ static __always_inline void payload_end(struct scan_ctx *c, vfs_t *fs, __u64 o)
 		fs->state = F_LINE;
 		return;
 	}
-	__u8 p = fs->proto;
-	fs->state = p == BT_PROTO_STOMP ? F_ST_NUL : p == BT_PROTO_AMQP ? F_A_END : F_CR;
+	fs->state = fs->after_payload;
 }
 
 /* frame_confirm sends the held record once its trailer is checked: with
@@ -1807,6 +1805,14 @@ static __always_inline void frame_init(struct fstate *f, __u32 dir, __u8 proto)
 	line_reset(f);
 	if (!frame_parsed(proto))
 		f->state = F_OFF;
+	/* What follows a payload and a run of bytes skipped: read from here,
+	 * not decided by protocol in the byte loop, whose paths the verifier
+	 * walks. */
+	f->after_payload = proto == BT_PROTO_STOMP ? F_ST_NUL : proto == BT_PROTO_AMQP ? F_A_END : F_CR;
+	f->after_skip = proto == BT_PROTO_STOMP	  ? F_ST_NUL :
+			proto == BT_PROTO_REDIS	  ? F_CR :
+			proto == BT_PROTO_AMQP	  ? F_A_END :
+						    F_LINE;
 }
 
 /* frame_new gives a connection that just became established the parsers

@@ -220,7 +220,8 @@ struct fstate {
 	__u8 rdepth;  /* Redis: open aggregates */
 	__u8 rtype;   /* Redis: the type byte of the element's line */
 	__u8 rflags;  /* Redis: R_* */
-	__u8 _pad[1];
+	__u8 after_payload; /* the state after a message's payload: its trailer's */
+	__u8 after_skip;    /* the state after bytes skipped (MQTT: the next packet) */
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 

@@ -8,7 +8,7 @@ import (
 
 func TestAMQPRabbitMQ(t *testing.T) {
 	r := sharedRabbitMQ(t)
-	for i, opts := range []string{"", "?ack=manual", "?ack=manual&prefetch=50", "?confirm=1", "?ack=manual&confirm=1"} {
+	for i, opts := range []string{"", "?ack=manual", "?ack=manual&prefetch=50", "?confirm=1", "?ack=manual&confirm=1", "?exchange=amq.direct"} {
 		for _, bursty := range []bool{false, true} {
 			if i >= 2 && !bursty {
 				continue // the option mix matters, not both patterns each time

@@ -218,6 +218,7 @@ func TestDriverOptionErrors(t *testing.T) {
 		{"amqp://127.0.0.1:1/?prefetch=10", "prefetch only applies with ack=manual"},
 		{"amqp://127.0.0.1:1/?ack=manual&prefetch=-1", `prefetch="-1" is invalid`},
 		{"amqp://127.0.0.1:1/?confirm=yes", `confirm="yes" is invalid`},
+		{"amqp://127.0.0.1:1/?exchange=", `exchange="" is invalid`},
 		{"redis://127.0.0.1:1/ch?db=1", `unknown option "db": redis URLs take no options`},
 		{"tcp://127.0.0.1", "has no port"},
 		{"tcp://127.0.0.1:1/x", "raw TCP has no destinations"},

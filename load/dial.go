@@ -184,7 +184,8 @@ const URLForms = `nats://HOST[:4222]                                   subject =
 mqtt://[USER:PASS@]HOST[:1883][/TOPIC][?qos=0|1]    MQTT 3.1.1; qos 1: broker and consumer acknowledge every message
 stomp://[USER:PASS@]HOST[:61613][/queue/NAME|/topic/NAME][?ack=auto|client|client-individual&vhost=V]
                                                      STOMP; default destination /queue/SUBJECT
-amqp://[USER:PASS@]HOST[:5672][/VHOST][?ack=auto|manual&prefetch=N&confirm=0|1]
-                                                     AMQP 0-9-1; queue = subject; confirm=1: publisher confirms
+amqp://[USER:PASS@]HOST[:5672][/VHOST][?ack=auto|manual&prefetch=N&confirm=0|1&exchange=NAME]
+                                                     AMQP 0-9-1; queue = subject; confirm=1: publisher confirms;
+                                                     exchange: routing key = subject, a queue per consumer (fan-out)
 redis://[[USER]:PASS@]HOST[:6379][/CHANNEL]          Redis pub/sub; default channel = subject
 tcp://HOST:PORT[?framing=len|line]                   raw TCP to a relay that forwards every frame to its other connections`

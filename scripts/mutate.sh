@@ -47,7 +47,7 @@ EOF
 )
 
 frame_src=bpf/frame.bpf.h
-frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestKernelFramesMQTT|TestKernelFramesSTOMP)$'
+frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestKernelFramesMQTT|TestKernelFramesSTOMP|TestKernelFramesRedis|TestKernelFramesAMQP)$'
 frame_mutants=$(
 	cat <<'EOF'
 space-no-tab :: return ch == ' ' || ch == '\t' || => return ch == ' ' ||
@@ -56,12 +56,12 @@ pub-fields :: w == W3('P', 'U', 'B') && (nf == 3 || nf == 4) => w == W3('P', 'U'
 hpub-sizes :: (nf == 4 || nf == 5) && n0 && n1 && v0 <= v1 => (nf == 4 || nf == 5) && n0 && n1 && v0 < v1
 msg-fields :: w == W3('M', 'S', 'G') && (nf == 4 || nf == 5) => w == W3('M', 'S', 'G') && (nf == 4)
 hmsg-fields :: (nf == 5 || nf == 6) => (nf == 5 || nf == 7)
-max-header :: if (line >= MAX_HEADER) { => if (line > MAX_HEADER) {
-max-payload :: v > MAX_PAYLOAD) => v > 2 * MAX_PAYLOAD)
+max-header :: fs->line = line;\N\Tif (line >= MAX_HEADER) { => fs->line = line;\N\Tif (line > MAX_HEADER) {
+max-payload :: ch > '9' || v > MAX_PAYLOAD) => ch > '9' || v > 2 * MAX_PAYLOAD)
 size-digits :: if (ch < '0' || ch > '9' || => if (ch < '0' || ch > ':' ||
-crlf-cr :: if (ch == '\r') { => if (ch == '\r' || ch == '\n') {
+crlf-cr :: if (ch == '\r') {\N\T\T\Tfs->state = F_LF;\N\T\T\Treturn;\N\T\T}\N\T\Tframe_bad(fs, st, d);\N\T\Tst->frame_skipped[d] += 1;\N\T\Treturn;\N\Tcase F_LF:\N\T\Tif (ch == '\n') {\N\T\T\Tframe_confirm => if (ch == '\r' || ch == '\n') {\N\T\T\Tfs->state = F_LF;\N\T\T\Treturn;\N\T\T}\N\T\Tframe_bad(fs, st, d);\N\T\Tst->frame_skipped[d] += 1;\N\T\Treturn;\N\Tcase F_LF:\N\T\Tif (ch == '\n') {\N\T\T\Tframe_confirm
 crlf-lf :: if (ch == '\n') {\N\T\T\Tframe_confirm(d, 1); => if (ch != '\r') {\N\T\T\Tframe_confirm(d, 1);
-sync-resync :: st->frame_skipped[d] += 1;\N\T\Tif (ch == '\n') { => st->frame_skipped[d] += 1;\N\T\Tif (ch == '\r') {
+sync-resync :: st->frame_skipped[d] += 1;\N\T\Tif (ch == '\n') {\N\T\T\Tst->frame_resyncs[d] += 1;\N\T\T\Tline_reset(fs); => st->frame_skipped[d] += 1;\N\T\Tif (ch == '\r') {\N\T\T\Tst->frame_resyncs[d] += 1;\N\T\T\Tline_reset(fs);
 empty-line :: if (line > 0) { => if (line > 1) {
 fold-lane-3 :: h = (h ^ fs->fp[3]) * FNV_PRIME; => h = (h ^ fs->fp[2]) * FNV_PRIME;
 block-lane-3 :: h3 = (h3 ^ load64(b + 24)) * FNV_PRIME; => h3 = (h3 ^ load64(b + 16)) * FNV_PRIME;
@@ -92,7 +92,32 @@ stomp-nul-resync :: if (line > 1) { /* else => if (line > 0) { /* else
 stomp-body-end :: h->markers[0].end = h->bytes;\N\T\Tfs->flags &= ~FF_HELD_NOW; => fs->flags &= ~FF_HELD_NOW;
 stomp-no-stash :: bool body = c->fs.state == F_ST_BODY && (c->fs.flags & FF_REC); => bool body = false;
 stomp-skip-body :: fs->state = fs->skip ? F_PAYLOAD : F_ST_NUL; => fs->state = F_PAYLOAD;
-stomp-trailer :: fs->state = fs->proto == BT_PROTO_STOMP ? F_ST_NUL : F_CR; => fs->state = fs->proto == BT_PROTO_STOMP ? F_LINE : F_CR;
+stomp-trailer :: f->after_payload = proto == BT_PROTO_STOMP ? F_ST_NUL : => f->after_payload = proto == BT_PROTO_STOMP ? F_LINE :
+redis-depth :: if (depth >= R_DEPTH)\N\T\Treturn false; => if (depth > R_DEPTH)\N\T\Treturn false;
+redis-map-double :: if (t == '%' || t == '|')\N\T\Tn *= 2; => if (t == '%')\N\T\Tn *= 2;
+redis-cand-size :: (t == '*' || t == '>') && (n == 3 || n == 4) => (t == '*' || t == '>') && (n == 3)
+redis-cand-push :: (t == '*' || t == '>') && (n == 3 || n == 4) => (t == '*') && (n == 3 || n == 4)
+redis-pmessage-want :: __u32 want = h == R_H_PMESSAGE ? 4 : 3; => __u32 want = 3;
+redis-in-case :: (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch) => (ch)
+redis-neg :: (!(rf & R_NEG) || n == -1) => (!(rf & R_NEG) || n < 0)
+redis-max-header :: if (line + 1 + n > MAX_HEADER) => if (line + n > MAX_HEADER)
+redis-line-max :: fs->line = line;\N\T\Tif (line >= MAX_HEADER) { => fs->line = line;\N\T\Tif (line > MAX_HEADER) {
+redis-cr-inside :: if (rf & R_CR)\N\T\Trf |= R_BAD; => if (rf & R_CR)\N\T\Trf |= 0;
+redis-scalar-kills :: if (fs->rdepth >= 1)\N\T\Tfs->rflags &= ~R_CAND; => if (fs->rdepth >= 2)\N\T\Tfs->rflags &= ~R_CAND;
+redis-bulk-type :: fs->rdepth != 1 || t != '$') { => fs->rdepth != 1) {
+amqp-max-frame :: if (size > AMQP_MAX_FRAME) => if (size > AMQP_MAX_FRAME + 1)
+amqp-min-method :: if (size < 4)\N\T\T\Tgoto bad; => if (size < 3)\N\T\T\Tgoto bad;
+amqp-hdr-min :: chan != fs->achan || size < 14) => chan != fs->achan || size < 13)
+amqp-body-chan :: chan != fs->achan || size > fs->abody) => size > fs->abody)
+amqp-body-over :: chan != fs->achan || size > fs->abody) => chan != fs->achan || size > fs->abody + 1)
+amqp-deliver-ctag :: fs->acount = ch + 9; => fs->acount = ch + 8;
+amqp-getok :: if (meth == 60 || meth == 71)\N\T\Treturn 1; => if (meth == 60)\N\T\Treturn 1;
+amqp-return :: return meth == 50 ? 0 : -1; => return -1;
+amqp-ex-separator :: fs->acount -= 1;\N\T\Tif (fs->acount == 0) {\N\T\T\Tfs->subj = (fs->subj ^ 0) * FNV_PRIME; => fs->acount -= 1;\N\T\Tif (fs->acount == 0) {
+amqp-interleaved :: st->frame_interleaved[d] += 1; => st->frame_interleaved[d] += 0;
+amqp-empty-body :: if (af & A_MSG)\N\T\T\Taf |= A_EMITEND; => if (af & 0)\N\T\T\Taf |= A_EMITEND;
+amqp-resync :: if (ch == AMQP_FRAME_END) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N} => if (ch == 0) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N}
+amqp-body-size :: if (i >= 11 && i <= 18) => if (i >= 11 && i <= 17)
 EOF
 )
 

@@ -80,6 +80,10 @@ Broker URLs:
   brokertrace load --url 'mqtt://127.0.0.1:1883/bt/test?qos=1' --count 10000
   brokertrace load --url 'stomp://admin:admin@127.0.0.1:61613/queue/bt?ack=client' --count 10000
   brokertrace load --url 'amqp://guest:guest@127.0.0.1:5672/?confirm=1' --count 10000
+
+  # AMQP fan-out to two consumers, each with a queue of its own bound to amq.direct
+  u='amqp://guest:guest@127.0.0.1:5672/?exchange=amq.direct'
+  brokertrace load --url "$u" --sub-url "$u" --sub-url "$u" --count 10000
   brokertrace load --url redis://127.0.0.1:6379/btchan --count 10000
 
   # publish on one node of a NATS cluster, subscribe on two others

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -281,7 +282,7 @@ func BenchmarkFrames(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer stats.Close()
-	for _, proto := range []frame.Proto{frame.NATS, frame.STOMP} {
+	for _, proto := range []frame.Proto{frame.NATS, frame.MQTT, frame.STOMP, frame.AMQP, frame.Redis} {
 		for _, per := range []int{1, 64} {
 			benchFrames(b, proto, per)
 		}
@@ -291,10 +292,7 @@ func BenchmarkFrames(b *testing.B) {
 // benchFrames is BenchmarkFrames for one protocol and number of messages
 // per write: the floor, then each mode.
 func benchFrames(b *testing.B, proto frame.Proto, per int) {
-	buf := natsMsgs(per, 1024)
-	if proto == frame.STOMP {
-		buf = stompMsgs(per, 1024)
-	}
+	buf := benchMsgs[proto](per, 1024)
 	name := "/" + proto.String() + "-" + itoa(per) + "-per-call"
 	b.Run("floor"+name, func(b *testing.B) {
 		progs, detach := floor(b, PathSock, floorHooks[PathSock])
@@ -305,6 +303,9 @@ func benchFrames(b *testing.B, proto frame.Proto, per int) {
 		b.Run(string(m)+name, func(b *testing.B) {
 			r := openProtoRig(b, Options{Path: PathSock, Match: m}, proto)
 			cfd, sfd := r.pair(b)
+			if proto == frame.MQTT { // the writer reads a CONNECT: its level
+				readConnect(b, sfd, cfd)
+			}
 			done := drain(sfd)
 			rt0, n0 := runStats(r.c.tr.Probe.Programs())
 			b.SetBytes(int64(len(buf)))
@@ -327,6 +328,63 @@ func benchFrames(b *testing.B, proto frame.Proto, per int) {
 			}
 		})
 	}
+}
+
+// readConnect has from write an MQTT CONNECT and to read it.
+func readConnect(b *testing.B, from, to int) {
+	connect := mqttConnect(4)
+	if _, err := unix.Write(from, connect); err != nil {
+		b.Fatal(err)
+	}
+	for got := 0; got < len(connect); {
+		n, err := unix.Read(to, make([]byte, len(connect)-got))
+		if err != nil || n == 0 {
+			b.Fatalf("reading the CONNECT: %v", err)
+		}
+		got += n
+	}
+}
+
+// benchMsgs are the messages of each protocol as a broker writes them.
+var benchMsgs = map[frame.Proto]func(n, size int) []byte{
+	frame.NATS: natsMsgs, frame.MQTT: mqttMsgs, frame.STOMP: stompMsgs, frame.AMQP: amqpMsgs, frame.Redis: redisMsgs,
+}
+
+// mqttMsgs is n MQTT 3.1.1 PUBLISH packets (QoS 0). The socket that
+// writes them must have read a CONNECT first (see benchFrames): its level
+// is what the parser of the writes takes.
+func mqttMsgs(n, size int) []byte {
+	var out []byte
+	p := payload(size, "random")
+	for i := range n {
+		marker.Put(p[size/2:], uint64(i+1))
+		out = append(out, mqttPublish(4, 0, "bench/topic", p, nil)...)
+	}
+	return out
+}
+
+// amqpMsgs is n basic.deliver contents (method, header, one body frame).
+func amqpMsgs(n, size int) []byte {
+	var out []byte
+	p := payload(size, "random")
+	args := slices.Concat(shortstr("amq.ctag-bench"), make([]byte, 9), shortstr(""), shortstr("bench.queue"))
+	for i := range n {
+		marker.Put(p[size/2:], uint64(i+1))
+		out = append(out, amqpMessage(1, 60, args, nil, p, 131072)...)
+	}
+	return out
+}
+
+// redisMsgs is n pub/sub message pushes (RESP2).
+func redisMsgs(n, size int) []byte {
+	var out []byte
+	p := payload(size, "random")
+	for i := range n {
+		marker.Put(p[size/2:], uint64(i+1))
+		out = fmt.Appendf(out, "*3\r\n$7\r\nmessage\r\n$13\r\nbench.channel\r\n$%d\r\n", size)
+		out = append(append(out, p...), "\r\n"...)
+	}
+	return out
 }
 
 // stompMsgs is n MESSAGE frames as ActiveMQ writes them, of size-byte

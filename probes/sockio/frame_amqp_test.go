@@ -97,16 +97,16 @@ func amqpStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 }
 
 // amqpBad are frames bad in each way the grammar has: a type none is, a
-// size over 1 MiB, a method shorter than its class and method, a content
+// size of 1 MiB + 1, a method shorter than its class and method, a content
 // method without arguments, or whose routing key runs past its end, or
 // longer than MaxHeader, a content header too short, a body frame longer
 // than its content, or on another channel, or with no content, a heartbeat
 // on a channel, a wrong frame-end.
 var amqpBad = [][]byte{
-	amqpFrame(9, 0, nil), {1, 0, 1, 0, 0x20, 0, 1, 0xce}, amqpFrame(1, 1, []byte{0, 60}),
+	amqpFrame(9, 0, nil), {1, 0, 1, 0, 0x10, 0, 1, 0xce}, amqpFrame(1, 1, []byte{0, 60}),
 	amqpFrame(1, 1, amqpMethod(60, 40)), amqpFrame(1, 1, amqpMethod(60, 40, []byte{0, 0, 0, 5, 'a'})),
 	amqpFrame(1, 1, amqpMethod(60, 40, []byte{0, 0, 0, 0}, make([]byte, 4100))),
-	slices.Concat(amqpFrame(1, 1, amqpMethod(60, 40, []byte{0, 0, 0, 0})), amqpFrame(2, 1, make([]byte, 10))),
+	slices.Concat(amqpFrame(1, 1, amqpMethod(60, 40, []byte{0, 0, 0, 0})), amqpFrame(2, 1, make([]byte, 13))),
 	slices.Concat(amqpMessage(1, 40, []byte{0, 0, 0, 0}, nil, []byte("ab"), 1)[:36], amqpFrame(3, 1, []byte("xyz"))),
 	slices.Concat(amqpMessage(1, 40, []byte{0, 0, 0, 0}, nil, []byte("ab"), 1)[:36], amqpFrame(3, 2, []byte("a"))),
 	amqpFrame(3, 1, []byte("x")), amqpFrame(8, 1, nil), {8, 0, 0, 0, 0, 0, 0, 0xcd},

@@ -27,7 +27,7 @@ func redisStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 		frame.Out: {":1\r\n", "+OK\r\n", "-ERR x\r\n", "%1\r\n+a\r\n:1\r\n", "*2\r\n*1\r\n$1\r\na\r\n:1\r\n",
 			"$-1\r\n", "_\r\n", "=8\r\ntxt:abcd\r\n", ">3\r\n$9\r\nsubscribe\r\n$2\r\nch\r\n:1\r\n", "*-1\r\n",
 			"|1\r\n+k\r\n+v\r\n", "~2\r\n#t\r\n,1.5\r\n", "(12345678901234567890\r\n", "!3\r\nerr\r\n",
-			"*3\r\n$7\r\nmessage\r\n$-1\r\n$1\r\nx\r\n"},
+			"*3\r\n$7\r\nmessage\r\n$-1\r\n$1\r\nx\r\n", "*3\r\n$7\r\nmessage\r\n$1\r\na\r\n=5\r\ntxt:x\r\n"},
 	}[dir]
 	for range 1 + r.IntN(30) {
 		if r.IntN(4) == 0 {
