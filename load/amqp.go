@@ -202,11 +202,14 @@ func (d *amqpDriver) Err() error { return d.errs.get() }
 // Publish writes the message's frames to the socket before returning (amqp091
 // writes synchronously), so body is not kept. amqp091 allocates its frames.
 func (d *amqpDriver) Publish(body []byte) error {
+	return d.publish(amqp.Publishing{Body: body, DeliveryMode: amqp.Transient})
+}
+
+func (d *amqpDriver) publish(m amqp.Publishing) error {
 	if err := d.errs.get(); err != nil {
 		return err
 	}
-	err := d.ch.PublishWithContext(context.Background(), d.exchange, d.queue, false, false,
-		amqp.Publishing{Body: body, DeliveryMode: amqp.Transient})
+	err := d.ch.PublishWithContext(context.Background(), d.exchange, d.queue, false, false, m)
 	if err != nil {
 		if e := d.errs.get(); e != nil {
 			return e
@@ -215,6 +218,17 @@ func (d *amqpDriver) Publish(body []byte) error {
 	}
 	d.published++
 	return nil
+}
+
+// amqpMarkerHeader carries the marker of payload "same" (see PublishMarked)
+// in the message's headers table, a property of its content header.
+const amqpMarkerHeader = "btid"
+
+// PublishMarked publishes body with the marker in a header: the body, which
+// matching by frame fingerprints, is alike for every message, while the
+// marker still names the message.
+func (d *amqpDriver) PublishMarked(body, marker []byte) error {
+	return d.publish(amqp.Publishing{Body: body, DeliveryMode: amqp.Transient, Headers: amqp.Table{amqpMarkerHeader: string(marker)}})
 }
 
 // Subscribe declares the queue and returns once basic.consume-ok arrived:
@@ -235,7 +249,11 @@ func (d *amqpDriver) Subscribe(handler func(body []byte)) error {
 	}
 	go func() {
 		for m := range deliveries {
-			handler(m.Body)
+			if id, ok := m.Headers[amqpMarkerHeader].(string); ok {
+				handler([]byte(id)) // a message of payload "same": the marker names it
+			} else {
+				handler(m.Body)
+			}
 			if !d.autoAck {
 				if err := m.Ack(false); err != nil && !d.closing.Load() {
 					d.errs.set(fmt.Errorf("AMQP ack to %s: %v", d.host, err))

@@ -13,7 +13,7 @@ const (
 	PayloadJSON   = "json"   // a JSON event, new per message, the marker last
 	PayloadRandom = "random" // random bytes, new per message, the marker last
 	// PayloadSame: every body alike ('.' filler), the marker in a header
-	// (NATS, STOMP): identical payloads, each message still named.
+	// (NATS, STOMP, AMQP): identical payloads, each message still named.
 	PayloadSame = "same"
 )
 

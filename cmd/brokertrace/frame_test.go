@@ -274,9 +274,10 @@ func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
 }
 
 // TestFrameIdenticalPayloads: every body alike (load --payload same, the
-// marker in a NATS or STOMP header, outside the payload): every copy is
-// matched by frame, first in, first out per key and consumer, and —
-// nats-server and ActiveMQ deliver one publisher's messages in order —
+// marker in a NATS, STOMP or AMQP header, outside the payload): every copy
+// is matched by frame, first in, first out per key and consumer, and —
+// nats-server, ActiveMQ and RabbitMQ deliver one publisher's messages in
+// order —
 // each to the right message, as the marker recording of the same broker at
 // the same time says.
 func TestFrameIdenticalPayloads(t *testing.T) {
@@ -286,6 +287,11 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 	_, stompPort, _ := strings.Cut(amq.STOMPAddr, ":")
 	stomp := func(dest string) broker {
 		return broker{name: "activemq", url: amq.STOMPURL(dest), pid: amq.PID(), args: []string{"--frame-port", stompPort + "=stomp"}}
+	}
+	rmq := testbroker.StartRabbitMQ(t)
+	_, amqpPort, _ := strings.Cut(rmq.AMQPAddr, ":")
+	rabbit := func(query, queue string) broker {
+		return broker{name: "rabbitmq", url: rmq.AMQPURL() + query, subject: queue, pid: rmq.PID(), args: []string{"--frame-port", amqpPort + "=amqp"}}
 	}
 	same := load.PayloadSame
 	for _, c := range []struct {
@@ -298,6 +304,9 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 		{stomp("/queue/bt.same"), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
 		{stomp("/topic/bt.same"), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
 		{stomp("/queue/bt.same.max"), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
+		{rabbit("", "bt.same"), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
+		{rabbit("?exchange=amq.direct", "bt.same.3"), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
+		{rabbit("", "bt.same.max"), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
 	} {
 		t.Run(fmt.Sprintf("%s-%v-%d", strings.Fields(c.b.name)[0], c.Rate, c.Fanout), func(t *testing.T) {
 			dirs := recordTwice(t, c.b, c.agreement)

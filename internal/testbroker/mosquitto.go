@@ -62,6 +62,10 @@ func launchMosquitto(dir string, users []string) (*Mosquitto, error) {
 	conf := []string{
 		fmt.Sprintf("listener %d 127.0.0.1", ports[0]),
 		"persistence false",
+		// QoS 1 messages for a consumer briefly descheduled are queued
+		// without bound (the default drops past 1000): a test's load
+		// loses nothing on a busy machine.
+		"max_queued_messages 0",
 		"log_dest stderr", // unbuffered: the readiness line arrives at once
 		"log_type error", "log_type warning", "log_type notice", "log_type information",
 		// Stay root: dropping to the mosquitto user would lose access
