@@ -41,7 +41,7 @@ func stompStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 			add("subscription:0%smessage-id:ID:%d%s", eol, r.Uint32(), eol)
 		}
 		if r.IntN(8) > 0 {
-			add("destination:/queue/%s%s%s", strings.Repeat("q.x", 20)[:r.IntN(40)], []string{"", ":a"}[r.IntN(2)], eol)
+			add("destination:/queue/%s%s%s", strings.Repeat("q.x", 20)[:r.IntN(40)], []string{"", ":a", "\rb"}[r.IntN(3)], eol)
 		}
 		if r.IntN(4) == 0 {
 			add("destination:/queue/other%s", eol) // the first one counts
@@ -80,12 +80,12 @@ func stompStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 // of valid: a command unknown or of the other direction, no ':', a
 // content-length with a sign or no digit or too large, a body longer than
 // its content-length, a NUL in the header, a '\r' heart-beat without '\n',
-// a header longer than MaxHeader.
+// a header line of a lone '\r', a header longer than MaxHeader.
 var stompBad = []string{
 	"SENDX\ndestination:/q\n\nab\x00", "MESSAGE\n\n\x00", "SEND\ndestination\n\nab\x00",
 	"SEND\ncontent-length:+2\n\nab\x00", "SEND\ncontent-length:\n\nab\x00",
 	"SEND\ncontent-length:999999999\n\nab\x00", "SEND\ncontent-length:1\n\nab\x00",
-	"SEND\ndest\x00ination:/q\n\nab\x00", "\r\r\n", "\x00", "\rx\x00",
+	"SEND\ndest\x00ination:/q\n\nab\x00", "\r\r\n", "\x00", "\rx\x00", "SEND\ndestination:/q\n\r\r\n\nab\x00",
 	"SEND\nx:" + strings.Repeat("y", 4100) + "\n\nab\x00",
 	"SEND\nx:" + strings.Repeat("y", 4087) + "\n\n\x00", // its header ends at byte 4096: valid
 	"SEND\nx:" + strings.Repeat("y", 4088) + "\n\n\x00", // at byte 4097: bad
