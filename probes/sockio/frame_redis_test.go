@@ -86,37 +86,9 @@ var redisBad = []string{
 // TestKernelFramesRedis: RESP2 and RESP3 streams, valid and corrupted, cut
 // into random calls, through the kernel parser and the reference.
 func TestKernelFramesRedis(t *testing.T) {
-	for _, path := range kernelPaths(t) {
-		walks := []Walk{WalkAuto}
-		if path == PathSyscalls {
-			walks = kernelWalks(t)
-		}
-		for _, w := range walks {
-			t.Run(fmt.Sprintf("%s-%s", path, w), func(t *testing.T) {
-				r := openProtoRig(t, Options{Path: path, Walk: w}, frame.Redis)
-				for seed := range uint64(40) {
-					r.run(t, seed, int(seed%4)*int(seed%3))
-				}
-				f := r.stats(t).Frame
-				t.Logf("frame counters %+v", f)
-				for d := range 2 {
-					if f.Held[d] == 0 || f.Bad[d] == 0 || f.Resyncs[d] == 0 || f.Skipped[d] == 0 || f.Frames[d] == 0 {
-						t.Fatalf("direction %d: a path the streams never took: %+v", d, f)
-					}
-				}
-			})
-		}
-	}
+	kernelFramesTest(t, frame.Redis, func(seed uint64) int { return int(seed%4) * int(seed%3) }, "held bad resyncs skipped frames")
 }
 
 // FuzzKernelFramesRedis feeds random RESP streams, cut into random calls,
 // to the kernel parser and the reference parser.
-func FuzzKernelFramesRedis(f *testing.F) {
-	r := openProtoRig(f, Options{}, frame.Redis)
-	for s := range uint64(4) {
-		f.Add(s, uint8(s))
-	}
-	f.Fuzz(func(t *testing.T, seed uint64, bad uint8) {
-		r.run(t, seed, int(bad%16))
-	})
-}
+func FuzzKernelFramesRedis(f *testing.F) { fuzzKernelFrames(f, frame.Redis) }

@@ -94,37 +94,9 @@ var stompBad = []string{
 // TestKernelFramesSTOMP: STOMP streams, valid and corrupted, cut into
 // random calls, through the kernel parser and the reference.
 func TestKernelFramesSTOMP(t *testing.T) {
-	for _, path := range kernelPaths(t) {
-		walks := []Walk{WalkAuto}
-		if path == PathSyscalls {
-			walks = kernelWalks(t)
-		}
-		for _, w := range walks {
-			t.Run(fmt.Sprintf("%s-%s", path, w), func(t *testing.T) {
-				r := openProtoRig(t, Options{Path: path, Walk: w}, frame.STOMP)
-				for seed := range uint64(40) {
-					r.run(t, seed, int(seed%4)*int(seed%3))
-				}
-				f := r.stats(t).Frame
-				t.Logf("frame counters %+v", f)
-				for d := range 2 {
-					if f.Held[d] == 0 || f.Bad[d] == 0 || f.Resyncs[d] == 0 || f.Skipped[d] == 0 || f.Frames[d] == 0 {
-						t.Fatalf("direction %d: a path the streams never took: %+v", d, f)
-					}
-				}
-			})
-		}
-	}
+	kernelFramesTest(t, frame.STOMP, func(seed uint64) int { return int(seed%4) * int(seed%3) }, "held bad resyncs skipped frames")
 }
 
 // FuzzKernelFramesSTOMP feeds random STOMP streams, cut into random calls,
 // to the kernel parser and the reference parser.
-func FuzzKernelFramesSTOMP(f *testing.F) {
-	r := openProtoRig(f, Options{}, frame.STOMP)
-	for s := range uint64(4) {
-		f.Add(s, uint8(s))
-	}
-	f.Fuzz(func(t *testing.T, seed uint64, bad uint8) {
-		r.run(t, seed, int(bad%16))
-	})
-}
+func FuzzKernelFramesSTOMP(f *testing.F) { fuzzKernelFrames(f, frame.STOMP) }
