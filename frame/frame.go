@@ -214,11 +214,6 @@ func ParseProto(name string) (Proto, error) {
 	return 0, fmt.Errorf("unknown protocol %q (nats, mqtt, stomp, amqp or redis)", name)
 }
 
-// Kernel reports whether the kernel parser has the protocol: only its
-// sockets are parsed with --match frame, others are counted as unparsed.
-// It has all five.
-func (p Proto) Kernel() bool { return p >= NATS && p <= Redis }
-
 // Dir is the direction of a byte stream, seen from the broker.
 type Dir uint8
 

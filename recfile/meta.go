@@ -229,7 +229,7 @@ type FrameCounters struct {
 	Resyncs   [2]uint64 `json:"resyncs"`         // returns to a frame boundary after a bad frame or a gap
 	Skipped   [2]uint64 `json:"skipped_bytes"`   // discarded while out of sync
 	Encrypted [2]uint64 `json:"encrypted_bytes"` // of TLS connections: not parsed
-	Unparsed  [2]uint64 `json:"unparsed_bytes"`  // of sockets of no protocol the parser has
+	Unparsed  [2]uint64 `json:"unparsed_bytes"`  // of sockets on ports given no protocol
 	Held      [2]uint64 `json:"held"`            // records whose trailer came in a later call
 	Joined    uint64    `json:"joined_sockets"`  // met mid-stream: parsed from a frame boundary on
 	TLS       uint64    `json:"tls_sockets"`     // found encrypted (a TLS record header first)

@@ -3,8 +3,6 @@ package record
 import (
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"strconv"
 
 	"github.com/brokertrace/brokertrace/frame"
@@ -15,8 +13,7 @@ import (
 
 // framePorts resolves the ports whose protocol frames are parsed with
 // --match frame: those given, else the target's listeners on well-known
-// broker ports. A protocol the kernel parser does not have yet is kept
-// (its sockets are counted as unparsed) and said in a warning.
+// broker ports.
 func (r *recorder) framePorts() (map[uint16]frame.Proto, error) {
 	if r.cfg.Match != sockio.MatchFrame {
 		return nil, nil
@@ -26,11 +23,6 @@ func (r *recorder) framePorts() (map[uint16]frame.Proto, error) {
 		var err error
 		if ports, err = defaultFramePorts(r.cfg.Target); err != nil {
 			return nil, err
-		}
-	}
-	for _, p := range slices.Sorted(maps.Keys(ports)) {
-		if !ports[p].Kernel() {
-			r.warn("--match frame: the kernel parser has no %s yet: the connections of port %d are counted as unparsed bytes, not matched", ports[p], p)
 		}
 	}
 	return ports, nil
@@ -84,7 +76,7 @@ func frameWarnings(add func(n uint64, format string, args ...any), f *recfile.Fr
 		f.Bad[0]+f.Bad[1], f.Bad[0], f.Bad[1], f.Skipped[0]+f.Skipped[1])
 	add(f.Joined, "--match frame: %d connections were open before the recording: parsed from their first frame boundary on", f.Joined)
 	add(f.TLS, "--match frame: %d connections are encrypted (TLS): %d bytes not parsed, their messages not matched", f.TLS, f.Encrypted[0]+f.Encrypted[1])
-	add(f.Unparsed[0]+f.Unparsed[1], "--match frame: %d bytes on connections of ports the kernel parser has no protocol for were not parsed", f.Unparsed[0]+f.Unparsed[1])
+	add(f.Unparsed[0]+f.Unparsed[1], "--match frame: %d bytes on connections of the broker's other ports (no protocol given) were not parsed", f.Unparsed[0]+f.Unparsed[1])
 	add(f.Lost, "--match frame: %d calls were not parsed: no room for their connection's parser state", f.Lost)
 	add(f.Interleaved[0]+f.Interleaved[1], "--match frame: %d AMQP messages not matched: another content began on their connection before their body was complete",
 		f.Interleaved[0]+f.Interleaved[1])
