@@ -214,16 +214,18 @@ func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gcs []fo
 // class gc, and the parameters are taken from it. The threshold is the
 // messages the broker read between consecutive gc pauses: the load's rate
 // times the time between their ends, whatever stalls lay between (the
-// SIGSTOP between the forced GCs does not split their interval).
+// SIGSTOP between the forced GCs does not split their interval), within
+// the messages the longest gc pause holds back.
 func checkModelFromGC(t *testing.T, cal *recfile.Calibration, rows []recfile.CalPauseRow) []recfile.CalPauseRow {
 	t.Helper()
 	p := cal.Pauses
 	gcRows := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Class != recfile.CalPauseGC })
-	var sum int64
+	var sum, longest int64
 	var between []float64
 	rate, _ := strconv.ParseFloat(jvmRate, 64)
 	for i, r := range gcRows {
 		sum += r.Dur
+		longest = max(longest, r.Dur)
 		if i > 0 {
 			between = append(between, rate*float64(r.End-gcRows[i-1].End)/1e9)
 		}
@@ -236,7 +238,10 @@ func checkModelFromGC(t *testing.T, cal *recfile.Calibration, rows []recfile.Cal
 	checkSource(t, th, p.GC.MsgsBetweenMedian, "sweep")
 	slices.Sort(between)
 	want := between[(len(between)-1)/2]
-	near(t, "gc_threshold_msgs (rate × time between gc pauses)", th.Value, want, 0.05*want+10)
+	// The messages a pause held back are read after it: between two
+	// pauses a natural GC put close together (tens of ms), the count
+	// differs from rate × time by up to what the longest pause holds.
+	near(t, "gc_threshold_msgs (rate × time between gc pauses)", th.Value, want, 0.05*want+10+rate*float64(longest)/1e9)
 	return gcRows
 }
 
