@@ -913,6 +913,31 @@ static __always_inline void stomp_byte(struct scan_ctx *c, struct bt_stats *st, 
 	}
 }
 
+/* stomp_fast takes, inline in frame_bytes's loop, a header byte that only
+ * feeds a hash or a count: not a line's end, a '\r' (or the byte after
+ * one), a NUL, a key's ':' or a content-length digit, nor one at the
+ * header's byte MAX_HEADER. Those are most of a frame's header (an
+ * ActiveMQ MESSAGE has ~190 bytes of header), and a call per byte cost
+ * more than the parse. It does with ch what stomp_header does (in
+ * stomp_content); false: not such a byte, nothing done. */
+static __always_inline bool stomp_fast(vfs_t *fs, __u8 ch)
+{
+	__u8 sf = fs->sflags;
+	if (fs->state != F_ST_HDR || ch == 0 || ch == '\n' || ch == '\r' || (sf & (ST_CR | ST_INCL)) ||
+	    fs->line + 1 >= MAX_HEADER)
+		return false;
+	if (!(sf & ST_VAL) || fs->field == 0) {
+		if (ch == ':' && fs->field != 0)
+			return false;
+		fs->word = (fs->word ^ ch) * FNV_PRIME;
+	} else if (sf & ST_INDEST) {
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+	}
+	fs->line += 1;
+	fs->num[1] += 1;
+	return true;
+}
+
 /* frame_stomp_byte runs the STOMP machine on buf[o - 1] = ch: a global
  * function, verified once. */
 __noinline int frame_stomp_byte(__u64 o, __u32 ch)
@@ -1135,6 +1160,17 @@ static __always_inline void redis_line(vfs_t *fs, __u8 ch)
 }
 
 /* redis_byte runs the Redis machine on buf[o - 1] = ch. */
+/* redis_str_byte takes a byte of a short bulk string: the command's
+ * (upper-cased in) or the channel's hash. */
+static __always_inline void redis_str_byte(vfs_t *fs, __u8 ch, __u32 d)
+{
+	if (fs->rflags & R_CMD)
+		fs->word = (fs->word ^ (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch)) * FNV_PRIME;
+	else
+		fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+	fs->remain -= 1;
+}
+
 static __always_inline void redis_byte(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u64 o,
 				       __u32 d)
 {
@@ -1175,11 +1211,7 @@ static __always_inline void redis_byte(struct scan_ctx *c, struct bt_stats *st, 
 		redis_line(fs, ch);
 		return;
 	case F_R_STR:
-		if (fs->rflags & R_CMD)
-			fs->word = (fs->word ^ (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch)) * FNV_PRIME;
-		else
-			fs->subj = (fs->subj ^ ch) * FNV_PRIME;
-		fs->remain -= 1;
+		redis_str_byte(fs, ch, d);
 		if (fs->remain == 0)
 			redis_string_end(fs, d);
 		return;
@@ -1213,6 +1245,17 @@ static __always_inline void redis_byte(struct scan_ctx *c, struct bt_stats *st, 
 		}
 		return;
 	}
+}
+
+/* redis_fast takes, inline in frame_bytes's loop, a byte of a short bulk
+ * string (a command, a channel) that is not its last: it only feeds a
+ * hash. What redis_byte does with it; false: not such a byte. */
+static __always_inline bool redis_fast(vfs_t *fs, __u8 ch, __u32 d)
+{
+	if (fs->state != F_R_STR || fs->remain <= 1)
+		return false;
+	redis_str_byte(fs, ch, d);
+	return true;
 }
 
 /* frame_redis_byte runs the Redis machine on buf[o - 1] = ch: a global
@@ -1428,13 +1471,30 @@ static __always_inline void amqp_args(struct bt_stats *st, vfs_t *fs, __u8 ch, _
 	fs->state = F_A_END;
 }
 
+/* amqp_hdr_byte takes byte i of a frame's header: the channel is bytes
+ * 1..2, the size 3..6. */
+static __always_inline void amqp_hdr_byte(vfs_t *fs, __u8 ch, __u32 i)
+{
+	if (i <= 2)
+		fs->num[0] = (fs->num[0] << 8) | ch;
+	else
+		fs->num[1] = (fs->num[1] << 8) | ch;
+}
+
+/* amqp_chdr_size takes byte i of a content header frame into the body
+ * size, bytes 11..18. */
+static __always_inline void amqp_chdr_size(vfs_t *fs, __u8 ch, __u32 i)
+{
+	if (i >= 11 && i <= 18)
+		fs->word = (fs->word << 8) | ch;
+}
+
 /* amqp_chdr takes the byte at index i of a content header frame: the body
  * size is bytes 11..18. */
 static __always_inline void amqp_chdr(struct scan_ctx *c, struct bt_stats *st, vfs_t *fs, __u8 ch, __u32 i,
 				      __u64 o, __u32 d)
 {
-	if (i >= 11 && i <= 18)
-		fs->word = (fs->word << 8) | ch;
+	amqp_chdr_size(fs, ch, i);
 	if (i < 20)
 		return;
 	if (fs->word > MAX_PAYLOAD) {
@@ -1504,10 +1564,7 @@ static __always_inline void amqp_byte(struct scan_ctx *c, struct bt_stats *st, v
 		}
 		return;
 	case F_A_HDR:
-		if (i <= 2)
-			fs->num[0] = (fs->num[0] << 8) | ch;
-		else
-			fs->num[1] = (fs->num[1] << 8) | ch;
+		amqp_hdr_byte(fs, ch, i);
 		fs->line = i + 1;
 		if (i == 6)
 			amqp_header(c, st, fs, ch, o, d);
@@ -1540,6 +1597,36 @@ static __always_inline void amqp_byte(struct scan_ctx *c, struct bt_stats *st, v
 		}
 		return;
 	}
+}
+
+/* amqp_fast takes, inline in frame_bytes's loop, a byte that only feeds a
+ * number, a hash or a count: of a frame's header, a method's id, a content
+ * method's arguments (the consumer tag, the delivery tag, the exchange,
+ * the routing key) or a content header's first 20 bytes, but never a
+ * field's last byte, where the machine decides. What amqp_byte does with
+ * it; false: not such a byte. */
+static __always_inline bool amqp_fast(vfs_t *fs, __u8 ch)
+{
+	__u32 i = fs->line;
+	__u8 s = fs->state;
+	if (s == F_A_HDR && i <= 5) {
+		amqp_hdr_byte(fs, ch, i);
+	} else if (s == F_A_METH && i < 10) {
+		fs->word = (fs->word << 8) | ch;
+	} else if (s == F_A_CHDR && i < 20) {
+		amqp_chdr_size(fs, ch, i);
+	} else if (s == F_A_ARGS && fs->aleft > 1 && fs->acount > 1 &&
+		   (fs->aphase == AP_SKIP || fs->aphase == AP_EX || fs->aphase == AP_RK)) {
+		/* What amqp_arg does while no phase ends (acount stays above 0). */
+		if (fs->aphase != AP_SKIP)
+			fs->subj = (fs->subj ^ ch) * FNV_PRIME;
+		fs->acount -= 1;
+		fs->aleft -= 1;
+	} else {
+		return false;
+	}
+	fs->line = i + 1;
+	return true;
 }
 
 /* frame_amqp_byte runs the AMQP machine on buf[o - 1] = ch: a global
@@ -1615,14 +1702,20 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 			frame_mqtt_byte(vc->f_at, ch);
 			frame_due(fs);
 		} else if (fs->proto == BT_PROTO_STOMP) {
-			frame_stomp_byte(vc->f_at, ch);
-			frame_due(fs);
+			if (!stomp_fast(fs, ch)) {
+				frame_stomp_byte(vc->f_at, ch);
+				frame_due(fs);
+			}
 		} else if (fs->proto == BT_PROTO_REDIS) {
-			frame_redis_byte(vc->f_at, ch);
-			frame_due(fs);
+			if (!redis_fast(fs, ch, fs->dir & 1)) {
+				frame_redis_byte(vc->f_at, ch);
+				frame_due(fs);
+			}
 		} else if (fs->proto == BT_PROTO_AMQP) {
-			frame_amqp_byte(vc->f_at, ch);
-			frame_due(fs);
+			if (!amqp_fast(fs, ch)) {
+				frame_amqp_byte(vc->f_at, ch);
+				frame_due(fs);
+			}
 		} else {
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
 		}

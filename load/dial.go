@@ -181,7 +181,8 @@ func loginName(user string) string {
 // CLI's help. Options go in the query; a URL path, where a driver takes
 // one, overrides the run's subject as destination.
 const URLForms = `nats://HOST[:4222]                                   subject = NATS subject
-mqtt://[USER:PASS@]HOST[:1883][/TOPIC][?qos=0|1]    MQTT 3.1.1; qos 1: broker and consumer acknowledge every message
+mqtt://[USER:PASS@]HOST[:1883][/TOPIC][?qos=0|1&version=3.1.1|5]
+                                                     MQTT 3.1.1 (or 5); qos 1: broker and consumer acknowledge every message
 stomp://[USER:PASS@]HOST[:61613][/queue/NAME|/topic/NAME][?ack=auto|client|client-individual&vhost=V]
                                                      STOMP; default destination /queue/SUBJECT
 amqp://[USER:PASS@]HOST[:5672][/VHOST][?ack=auto|manual&prefetch=N&confirm=0|1&exchange=NAME]

@@ -322,7 +322,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer pdrv.Close()
 	if _, ok := pdrv.(headerPublisher); cfg.Payload == PayloadSame && !ok {
-		return nil, configErrorf("payload %q carries the marker in a message header: NATS, STOMP and AMQP only", PayloadSame)
+		return nil, configErrorf("payload %q carries the marker in a message header: NATS, STOMP, AMQP and MQTT 5 (mqtt://…?version=5) only", PayloadSame)
 	}
 	for k, s := range subs {
 		if err := s.drv.Subscribe(s.cons.onMessage); err != nil {

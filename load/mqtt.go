@@ -17,11 +17,12 @@ import (
 // mqttDriver is an MQTT 3.1.1 connection through Eclipse Paho, the Go client
 // applications use.
 //
-// URL: mqtt://[user:password@]host[:port][/topic][?qos=0|1]. The topic is the
-// URL path, or the run's subject without one. qos (default 0) applies to
-// both the publish and the subscription: 1 makes the broker acknowledge every
-// message (PUBACK to the producer, PUBACK from the consumer), which is the
-// broker's work the measurement then includes. QoS 2 is not offered.
+// URL: mqtt://[user:password@]host[:port][/topic][?qos=0|1][&version=3.1.1|5].
+// The topic is the URL path, or the run's subject without one. qos
+// (default 0) applies to both the publish and the subscription: 1 makes the
+// broker acknowledge every message (PUBACK to the producer, PUBACK from the
+// consumer), which is the broker's work the measurement then includes. QoS
+// 2 is not offered. version=5 speaks MQTT 5.0 instead (mqtt5Driver).
 type mqttDriver struct {
 	c     mqtt.Client
 	topic string
@@ -38,11 +39,15 @@ const mqttMaxPayload = 268435455 - 1024
 var mqttNames = protocolNames{proto: "MQTT", broker: "MQTT broker", server: "it", listener: "an MQTT 3.1.1 listener"}
 
 func dialMQTT(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
-	q, err := urlOptions(u, "qos")
+	q, err := urlOptions(u, "qos", "version")
 	if err != nil {
 		return nil, err
 	}
 	qos, err := oneOf(u, q, "qos", "0", "0", "1")
+	if err != nil {
+		return nil, err
+	}
+	version, err := oneOf(u, q, "version", "3.1.1", "3.1.1", "5")
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +59,9 @@ func dialMQTT(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error)
 		return nil, configErrorf("message size %d bytes exceeds MQTT's maximum payload of about %d bytes", opts.Size, mqttMaxPayload)
 	}
 	addr := hostPort(u, "1883")
+	if version == "5" {
+		return dialMQTT5(ctx, u, opts, topic, qos[0]-'0', addr)
+	}
 	d := &mqttDriver{topic: topic, qos: qos[0] - '0', role: opts.Role, host: addr}
 
 	dialer := &netDialer{ctx: ctx}

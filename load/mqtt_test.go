@@ -2,6 +2,7 @@ package load
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -67,4 +68,39 @@ func TestOneCPU(t *testing.T) {
 	if runtime.GOMAXPROCS(0) != 1 {
 		t.Errorf("Run left GOMAXPROCS at %d", runtime.GOMAXPROCS(0))
 	}
+}
+
+// TestMQTT5Mosquitto runs the MQTT 5 driver against mosquitto: every
+// message exactly once, at QoS 0 and 1 (where the broker's Receive Maximum
+// bounds the messages in flight), regular and in bursts; and payload
+// "same", whose marker travels in a user property.
+func TestMQTT5Mosquitto(t *testing.T) {
+	m := testbroker.StartMosquitto(t)
+	for _, qos := range []string{"0", "1"} {
+		for _, bursty := range []bool{false, true} {
+			t.Run(fmt.Sprintf("qos%s/bursty=%v", qos, bursty), func(t *testing.T) {
+				runExact(t, fmt.Sprintf("%s/bt/exact5/qos%s?qos=%s&version=5", m.URL(), qos, qos), "", bursty)
+			})
+		}
+	}
+	t.Run("same", func(t *testing.T) {
+		res, err := Run(context.Background(), Config{URL: m.URL() + "/bt/same5?qos=1&version=5", Rate: 5000, Count: 5000,
+			Payload: PayloadSame, Drain: 5 * time.Second})
+		if err != nil || res.Received != 5000 || res.Missing != 0 {
+			t.Fatalf("payload same over MQTT 5: %+v, %v", res, err)
+		}
+	})
+	t.Run("3.1.1 refuses same", func(t *testing.T) {
+		_, err := Run(context.Background(), Config{URL: m.URL() + "/bt/same4", Count: 10, Payload: PayloadSame})
+		if !errors.Is(err, ErrConfig) {
+			t.Fatalf("payload same over MQTT 3.1.1: %v, want ErrConfig", err)
+		}
+	})
+}
+
+// TestMQTT5Auth: an MQTT 5 login refused is ErrAuth naming the user.
+func TestMQTT5Auth(t *testing.T) {
+	m := testbroker.StartMosquitto(t, "bt:secret")
+	wantDialErr(t, "mqtt://bt:wrong@"+m.Addr+"?version=5", ErrAuth, m.Addr, `user "bt"`, "refused")
+	runExact(t, "mqtt://bt:secret@"+m.Addr+"/bt/auth5?qos=1&version=5", "", false)
 }

@@ -3,12 +3,14 @@ package overhead
 import (
 	_ "embed"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/brokertrace/brokertrace/frame"
 	"github.com/brokertrace/brokertrace/outdir"
 )
 
@@ -61,6 +63,7 @@ type Config struct {
 type runEnv struct {
 	exe        string      // brokertrace
 	pid, port  int         // the broker's
+	url        string      // the load's URL: its scheme is the protocol
 	dir        string      // the run's directory
 	out        *outdir.Dir // the same, opened
 	brokerCPUs string
@@ -76,7 +79,7 @@ var Configs = []Config{
 	{Name: ConfBpftrace, Description: "bpftrace timestamping the broker's socket calls (sock_recv_length, sock_send_length) to a file", tracer: bpftrace},
 	{Name: ConfTcpdump, Description: "tcpdump -w of the broker's port on lo, 96-byte snaplen (headers only)", tracer: tcpdump},
 	{Name: ConfWPcap, Description: "T+I+C+W with the headers also written to a pcapng file (--pcap)", recorded: true, matches: true, tracer: pcapRecord, extra: true},
-	{Name: ConfCFrame, Description: "T+I+C matching by frame (--match frame): the kernel parses the NATS protocol and fingerprints every payload", recorded: true, matches: true, tracer: frameRecord, extra: true},
+	{Name: ConfCFrame, Description: "T+I+C matching by frame (--match frame): the kernel parses the broker's protocol (the URL's scheme) and fingerprints every payload", recorded: true, matches: true, tracer: frameRecord, extra: true},
 }
 
 // SelectConfigs returns the configurations named (when names is empty,
@@ -128,9 +131,17 @@ func discardRecord(r *runEnv) (*tracerSpec, error) {
 }
 
 // frameRecord is discardRecord matching by frame, the broker's port parsed
-// as NATS.
+// in the protocol the load's URL names (nats, mqtt, stomp, amqp, redis).
 func frameRecord(r *runEnv) (*tracerSpec, error) {
-	return record(r, r.pid, "--discard", "--match", "frame", "--frame-port", strconv.Itoa(r.port)+"=nats"), nil
+	u, err := url.Parse(r.url)
+	if err != nil {
+		return nil, err
+	}
+	p, err := frame.ParseProto(u.Scheme)
+	if err != nil {
+		return nil, fmt.Errorf("%s: the load's URL %s: %w", ConfCFrame, r.url, err)
+	}
+	return record(r, r.pid, "--discard", "--match", "frame", "--frame-port", strconv.Itoa(r.port)+"="+p.String()), nil
 }
 
 // fullRecord is a default recording: `brokertrace record --pid PID --out

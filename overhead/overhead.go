@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -49,6 +50,12 @@ type Experiment struct {
 	// ProgStats turns the kernel's BPF run-time statistics on during the
 	// CPU phase, for each program's in-kernel cost.
 	ProgStats bool
+	// RatioCI (± half-width of the paired throughput ratio's 95% CI) and
+	// LatencyCINs (full width of the paired added latency's, ns): with
+	// either set, rounds go on past Runs up to MaxRuns until every traced
+	// configuration meets them.
+	RatioCI, LatencyCINs float64
+	MaxRuns              int
 
 	BrokerCPUs, LoadCPUs, TracerCPUs string // taskset lists; TracerCPUs "" = unpinned
 
@@ -56,20 +63,22 @@ type Experiment struct {
 	Version  string
 }
 
-// Run runs every configuration Runs times, interleaved, and returns the
-// result; it writes each run's files under Out/runs. When ctx ends it stops
-// after the run under way has cleaned up (its broker and tracer ended) and
-// returns what was measured, with ctx's error.
+// Run runs every configuration Runs times, interleaved in rounds, and
+// returns the result; with a CI goal (RatioCI, LatencyCINs) it goes on
+// round by round up to MaxRuns until the goals are met. It writes each
+// run's files under Out/runs. When ctx ends it stops after the run under
+// way has cleaned up (its broker and tracer ended) and returns what was
+// measured, with ctx's error.
 func (e *Experiment) Run(ctx context.Context) (*recfile.Overhead, error) {
 	res := e.header()
 	lat := map[string][]float64{} // pooled latencies per configuration
-	total, start := e.Runs*len(e.Configs), time.Now()
-	failed := 0
-	for i := 1; i <= e.Runs; i++ {
+	start, failed := time.Now(), 0
+	rounds := max(e.Runs, e.MaxRuns)
+	for i := 1; i <= rounds; i++ {
 		for _, c := range e.Configs {
 			if ctx.Err() != nil {
 				res.Configs = aggregate(e.Configs, res.Runs, lat)
-				return res, fmt.Errorf("%w: interrupted after %d of %d runs", ErrRuns, len(res.Runs), total)
+				return res, fmt.Errorf("%w: interrupted after %d runs", ErrRuns, len(res.Runs))
 			}
 			run, ls, err := e.runOnce(c, i)
 			switch {
@@ -84,15 +93,45 @@ func (e *Experiment) Run(ctx context.Context) (*recfile.Overhead, error) {
 				lat[c.Name] = append(lat[c.Name], ls...)
 			}
 			res.Runs = append(res.Runs, run)
-			e.progress(len(res.Runs), total, start, run)
+			e.progress(len(res.Runs), max(e.Runs, i)*len(e.Configs), start, run)
+		}
+		if res.Stop = e.stop(i, aggregate(e.Configs, res.Runs, lat)); res.Stop != "" {
+			break
 		}
 	}
 	res.Configs = aggregate(e.Configs, res.Runs, lat)
 	res.EndWall = time.Now().Format(time.RFC3339)
+	if e.Progress != nil {
+		fmt.Fprintf(e.Progress, "overhead: %s\n", res.Stop)
+	}
 	if failed > 0 {
-		return res, fmt.Errorf("%w: %d of %d runs failed (see \"error\" in %s)", ErrRuns, failed, total, recfile.OverheadFile)
+		return res, fmt.Errorf("%w: %d of %d runs failed (see \"error\" in %s)", ErrRuns, failed, len(res.Runs), recfile.OverheadFile)
 	}
 	return res, nil
+}
+
+// stop says why the rounds end after round i, or "" to go on.
+func (e *Experiment) stop(i int, cs []recfile.OverheadConfig) string {
+	if i < e.Runs {
+		return ""
+	}
+	if e.RatioCI <= 0 && e.LatencyCINs <= 0 {
+		return fmt.Sprintf("%d runs per configuration, as asked", i)
+	}
+	ok, widest, worst := converged(cs, e.RatioCI, e.LatencyCINs)
+	switch {
+	case ok:
+		return fmt.Sprintf("the paired CI goals were met after %d rounds; the widest: %s", i, widest)
+	case i >= e.MaxRuns:
+		// A CI narrows as 1/√n: at this spread the goal needs about
+		// i·worst² rounds.
+		need := ""
+		if !math.IsInf(worst, 1) {
+			need = fmt.Sprintf("; at this spread about %.0f rounds would meet it", math.Ceil(float64(i)*worst*worst))
+		}
+		return fmt.Sprintf("%d rounds (the most asked) did not meet the paired CI goals; the widest: %s%s", i, widest, need)
+	}
+	return ""
 }
 
 func orZero(p *float64) float64 {
@@ -115,6 +154,7 @@ func (e *Experiment) header() *recfile.Overhead {
 			Size: e.Size, Rate: e.Rate, LatencyNs: e.Latency.Nanoseconds(), LatencyWarmNs: e.LatencyWarm.Nanoseconds(),
 			BrokerCPUs: e.BrokerCPUs, LoadCPUs: e.LoadCPUs, TracerCPUs: e.TracerCPUs,
 			CPURate: e.CPURate, CPUNs: e.CPUDuration.Nanoseconds(), ProgStats: e.ProgStats,
+			RatioCI: e.RatioCI, LatencyCINs: e.LatencyCINs, MaxRuns: e.MaxRuns,
 		},
 		StartWall: time.Now().Format(time.RFC3339),
 	}

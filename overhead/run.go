@@ -32,7 +32,7 @@ func (e *Experiment) runOnce(c Config, i int) (recfile.OverheadRun, []float64, e
 	defer b.stop()
 	var t *tracer
 	if c.tracer != nil {
-		spec, err := c.tracer(&runEnv{exe: e.Exe, pid: b.pid, port: b.port, dir: dir, out: rd, brokerCPUs: e.BrokerCPUs})
+		spec, err := c.tracer(&runEnv{exe: e.Exe, pid: b.pid, port: b.port, url: b.url, dir: dir, out: rd, brokerCPUs: e.BrokerCPUs})
 		if err != nil {
 			return run, nil, err
 		}

@@ -12,7 +12,7 @@ import (
 
 // tableHeader are the columns of the result table.
 func tableHeader(res *recfile.Overhead) []string {
-	return []string{"config", "throughput msg/s (95% CI)", "vs T", "latency median µs (Q1–Q3)", "added µs",
+	return []string{"config", "throughput msg/s (95% CI)", "vs T, paired (95% CI)", "latency median µs (Q1–Q3)", "added µs, paired (95% CI)",
 		"tracer CPU % of a core, whole run", fmt.Sprintf("tracer CPU %% at %.0f msg/s", res.Options.CPURate),
 		"tracer peak RSS MB", "dropped", "copies matched"}
 }
@@ -29,9 +29,9 @@ func rows(res *recfile.Overhead) [][]string {
 		out = append(out, []string{
 			name,
 			fmt.Sprintf("%.0f %s", c.Throughput.Mean, ci(c.Throughput, 1)),
-			optional(c.ThroughputRatio, "%.3f", 1),
+			relative(c.RatioPaired, c.ThroughputRatio, "%.3f", 1),
 			fmt.Sprintf("%.1f (%.1f–%.1f)", c.Latency.Median/1e3, c.Latency.Q1/1e3, c.Latency.Q3/1e3),
-			optional(c.LatencyAddedNs, "%+.1f", 1e-3),
+			relative(c.LatencyAddedPaired, c.LatencyAddedNs, "%+.1f", 1e-3),
 			when(traced, fmt.Sprintf("%.1f %s", c.TracerCPUPct.Mean, ci(c.TracerCPUPct, 1))),
 			when(c.CPUTracerPct.N > 0, fmt.Sprintf("%.2f %s", c.CPUTracerPct.Mean, ci(c.CPUTracerPct, 1))),
 			when(traced, fmt.Sprintf("%.0f", float64(c.TracerMaxRSSBytes)/1e6)),
@@ -55,6 +55,26 @@ func precision(v float64) int {
 		return 0
 	}
 	return 1
+}
+
+// relative is a figure against T: the mean of the paired per-round values
+// with its CI where there are two rounds or more, else the unpaired
+// figure v (of the pooled runs).
+func relative(p recfile.OverheadStats, v *float64, format string, scale float64) string {
+	if p.CI95High == nil {
+		return optional(v, format, scale)
+	}
+	half := (*p.CI95High - *p.CI95Low) / 2 * scale
+	return fmt.Sprintf(format+" ±%.*f", p.Mean*scale, max(1, precisionOf(format)), half)
+}
+
+// precisionOf is the number of decimals format ("%.3f") prints.
+func precisionOf(format string) int {
+	_, after, ok := strings.Cut(format, ".")
+	if !ok || len(after) < 2 {
+		return 0
+	}
+	return int(after[0] - '0')
 }
 
 func optional(v *float64, format string, scale float64) string {
@@ -156,7 +176,11 @@ func writeTable(b *strings.Builder, header []string, rows [][]string, markdown b
 // machine says what and where was measured, in one line.
 func machine(res *recfile.Overhead) string {
 	o := res.Options
-	return fmt.Sprintf("%s, %d runs per configuration (fresh broker each), %d B messages: saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out); tracer CPU at %.0f msg/s for %v. Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
-		res.Broker, o.Runs, o.Size, o.Count, o.WarmupCount, o.Rate, time.Duration(o.LatencyNs), time.Duration(o.LatencyWarmNs),
+	runs := fmt.Sprintf("%d runs", o.Runs)
+	if res.Stop != "" {
+		runs = res.Stop
+	}
+	return fmt.Sprintf("%s, %s (configurations interleaved in rounds, a fresh broker each run), %d B messages: saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out); tracer CPU at %.0f msg/s for %v. Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
+		res.Broker, runs, o.Size, o.Count, o.WarmupCount, o.Rate, time.Duration(o.LatencyNs), time.Duration(o.LatencyWarmNs),
 		o.CPURate, time.Duration(o.CPUNs), o.BrokerCPUs, o.LoadCPUs, res.CPUModel, res.Host.CPUs, res.Host.Kernel, res.StartWall)
 }

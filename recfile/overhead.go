@@ -19,6 +19,9 @@ type Overhead struct {
 	Configs []OverheadConfig `json:"configs"`
 	// Runs holds every run, in the order run (configurations interleaved).
 	Runs []OverheadRun `json:"runs"`
+	// Stop says why the rounds ended: the runs asked for, the CI goals met
+	// (and after how many rounds), or MaxRuns reached with the widest CI.
+	Stop string `json:"stop,omitempty"`
 }
 
 // OverheadOptions are what the experiment was asked to do.
@@ -37,6 +40,13 @@ type OverheadOptions struct {
 	CPURate       float64  `json:"cpu_rate"`          // msg/s of the fixed-rate CPU phase
 	CPUNs         int64    `json:"cpu_ns"`            // how long the CPU phase sends
 	ProgStats     bool     `json:"prog_stats"`        // the kernel's BPF run-time statistics on in the CPU phase
+	// Rounds go on past Runs, up to MaxRuns, until every traced
+	// configuration's paired throughput ratio has a 95% CI within
+	// ±RatioCI and its paired added latency one no wider than
+	// LatencyCINs (each goal only when set).
+	RatioCI     float64 `json:"ratio_ci,omitempty"`
+	LatencyCINs float64 `json:"latency_ci_ns,omitempty"`
+	MaxRuns     int     `json:"max_runs,omitempty"`
 }
 
 // OverheadStats are MooBench's statistics of one quantity: mean with the
@@ -128,6 +138,13 @@ type OverheadConfig struct {
 	LatencyRuns OverheadStats `json:"latency_run_medians_ns"`
 	// LatencyAddedNs is the pooled median minus T's (absent without T).
 	LatencyAddedNs *float64 `json:"latency_added_ns,omitempty"`
+	// RatioPaired is the throughput over T's of the same round, over the
+	// rounds both completed; LatencyAddedPaired the run's median latency
+	// minus T's of the same round (ns). A round's two runs share the
+	// machine's state of the moment, so these CIs are far narrower than
+	// those of two separate means (n = 0 for T and without T).
+	RatioPaired        OverheadStats `json:"throughput_ratio_paired"`
+	LatencyAddedPaired OverheadStats `json:"latency_added_paired_ns"`
 
 	TracerCPUPct OverheadStats `json:"tracer_cpu_pct"`
 	// CPUTracerPct is the tracer's CPU over the fixed-rate phase, over the

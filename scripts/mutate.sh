@@ -98,7 +98,7 @@ redis-map-double :: if (t == '%' || t == '|')\N\T\Tn *= 2; => if (t == '%')\N\T\
 redis-cand-size :: (t == '*' || t == '>') && (n == 3 || n == 4) => (t == '*' || t == '>') && (n == 3)
 redis-cand-push :: (t == '*' || t == '>') && (n == 3 || n == 4) => (t == '*') && (n == 3 || n == 4)
 redis-pmessage-want :: __u32 want = h == R_H_PMESSAGE ? 4 : 3; => __u32 want = 3;
-redis-in-case :: (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch) => (ch)
+redis-in-case :: (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 32 : ch) => (d == BT_DIR_IN && ch >= 'a' && ch <= 'z' ? ch - 31 : ch)
 redis-neg :: (!(rf & R_NEG) || n == -1) => (!(rf & R_NEG) || n < 0)
 redis-max-header :: if (line + 1 + n > MAX_HEADER) => if (line + n > MAX_HEADER)
 redis-line-max :: fs->line = line;\N\T\Tif (line >= MAX_HEADER) { => fs->line = line;\N\T\Tif (line > MAX_HEADER) {
@@ -118,6 +118,14 @@ amqp-interleaved :: st->frame_interleaved[d] += 1; => st->frame_interleaved[d] +
 amqp-empty-body :: if (af & A_MSG)\N\T\T\Taf |= A_EMITEND; => if (af & 0)\N\T\T\Taf |= A_EMITEND;
 amqp-resync :: if (ch == AMQP_FRAME_END) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N} => if (ch == 0) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N}
 amqp-body-size :: if (i >= 11 && i <= 18) => if (i >= 11 && i <= 17)
+stomp-fast-cr :: ch == '\r' || (sf & (ST_CR | ST_INCL)) || => ch == '\r' || (sf & ST_INCL) ||
+stomp-fast-incl :: ch == '\r' || (sf & (ST_CR | ST_INCL)) || => ch == '\r' || (sf & ST_CR) ||
+stomp-fast-line :: fs->line += 1;\N\Tfs->num[1] += 1;\N\Treturn true; => fs->num[1] += 1;\N\Treturn true;
+amqp-fast-hdr :: if (s == F_A_HDR && i <= 5) { => if (s == F_A_HDR && i <= 6) {
+amqp-fast-meth :: } else if (s == F_A_METH && i < 10) { => } else if (s == F_A_METH && i <= 10) {
+amqp-fast-chdr :: } else if (s == F_A_CHDR && i < 20) { => } else if (s == F_A_CHDR && i <= 20) {
+amqp-fast-aleft :: fs->aleft > 1 && fs->acount > 1 && => fs->aleft > 0 && fs->acount > 1 &&
+amqp-fast-acount :: fs->aleft > 1 && fs->acount > 1 && => fs->aleft > 1 && fs->acount > 0 &&
 EOF
 )
 

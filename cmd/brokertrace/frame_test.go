@@ -158,6 +158,9 @@ func agreementCases(t *testing.T) []agreementCase {
 	mqtt := func(qos string) broker {
 		return broker{name: "mosquitto (MQTT QoS " + qos + ")", url: mq.URL() + "/bt/frame?qos=" + qos, pid: mq.PID()}
 	}
+	mqtt5 := func(qos string) broker {
+		return broker{name: "mosquitto (MQTT 5, QoS " + qos + ")", url: mq.URL() + "/bt/frame5?version=5&qos=" + qos, pid: mq.PID()}
+	}
 	amq := testbroker.StartActiveMQ(t)
 	_, stompPort, _ := strings.Cut(amq.STOMPAddr, ":")
 	// Its STOMP port is no well-known one: said with --frame-port. A
@@ -177,6 +180,10 @@ func agreementCases(t *testing.T) []agreementCase {
 		{mqtt("1"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Sent: 3000}},
 		{mqtt("1"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
 		{mqtt("1"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
+		// MQTT 5: every PUBLISH has a properties field.
+		{mqtt5("1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Sent: 3000}},
+		{mqtt5("0"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000}},
+		{mqtt5("1"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
 		{stomp("/queue/bt.frame.1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Sent: 3000}},
 		{stomp("/topic/bt.frame.3"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Sent: 3000}},
 		{stomp("/queue/bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
@@ -259,14 +266,18 @@ func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
 	pid := strconv.Itoa(b.pid)
 	dirs := map[string]string{"marker": filepath.Join(t.TempDir(), "marker"), "frame": filepath.Join(t.TempDir(), "frame")}
 	var recs []*exec.Cmd
+	var waits []func()
 	for _, mode := range []string{"marker", "frame"} {
 		args := []string{"record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet"}
 		if mode == "frame" {
 			args = append(args, b.args...)
 		}
 		cmd := exec.Command(binary, args...)
-		testutil.WaitAttached(t, cmd, b.pid)
+		waits = append(waits, testutil.StartAttach(t, cmd, b.pid))
 		recs = append(recs, cmd)
+	}
+	for _, wait := range waits {
+		wait()
 	}
 	subs := make([]string, c.Fanout)
 	for i := range subs {
@@ -287,12 +298,11 @@ func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
 }
 
 // TestFrameIdenticalPayloads: every body alike (load --payload same, the
-// marker in a NATS, STOMP or AMQP header, outside the payload): every copy
-// is matched by frame, first in, first out per key and consumer, and —
-// nats-server, ActiveMQ and RabbitMQ deliver one publisher's messages in
-// order —
-// each to the right message, as the marker recording of the same broker at
-// the same time says.
+// marker in a NATS, STOMP or AMQP header or an MQTT 5 user property,
+// outside the payload): every copy is matched by frame, first in, first out
+// per key and consumer, and — nats-server, ActiveMQ, RabbitMQ and mosquitto
+// deliver one publisher's messages in order — each to the right message,
+// as the marker recording of the same broker at the same time says.
 func TestFrameIdenticalPayloads(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	srv := testbroker.StartNATS(t)
@@ -306,6 +316,10 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 	rabbit := func(query, queue string) broker {
 		return broker{name: "rabbitmq", url: rmq.AMQPURL() + query, subject: queue, pid: rmq.PID(), args: []string{"--frame-port", amqpPort + "=amqp"}}
 	}
+	mq := testbroker.StartMosquitto(t)
+	mqtt5 := func(topic, qos string) broker {
+		return broker{name: "mosquitto-5", url: mq.URL() + "/" + topic + "?version=5&qos=" + qos, pid: mq.PID()}
+	}
 	same := load.PayloadSame
 	for _, c := range []agreementCase{
 		{natsBroker(srv, agreement{Payload: same}), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
@@ -317,6 +331,9 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 		{rabbit("", "bt.same"), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
 		{rabbit("?exchange=amq.direct", "bt.same.3"), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
 		{rabbit("", "bt.same.max"), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
+		{mqtt5("bt/same", "1"), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
+		{mqtt5("bt/same/3", "0"), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
+		{mqtt5("bt/same/max", "1"), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
 	} {
 		t.Run(fmt.Sprintf("%s-%v-%d", strings.Fields(c.b.name)[0], c.Rate, c.Fanout), func(t *testing.T) {
 			dirs := recordTwice(t, c.b, c.agreement)

@@ -21,13 +21,14 @@ import (
 
 // overheadFlags are the flags of `brokertrace overhead`.
 type overheadFlags struct {
-	broker, url, out                 string
-	configs                          []string
-	runs, warmup, count, size        int
-	rate, cpuRate                    float64
-	latency, latencyWarm, cpuTime    time.Duration
-	brokerCPUs, loadCPUs, tracerCPUs string
-	quick, markdown, progStats       bool
+	broker, url, out                   string
+	configs                            []string
+	runs, maxRuns, warmup, count, size int
+	rate, cpuRate, ratioCI             float64
+	latencyCI                          time.Duration
+	latency, latencyWarm, cpuTime      time.Duration
+	brokerCPUs, loadCPUs, tracerCPUs   string
+	quick, markdown, progStats         bool
 }
 
 func newOverheadCmd() *cobra.Command {
@@ -38,7 +39,11 @@ func newOverheadCmd() *cobra.Command {
 		Long: `overhead measures brokertrace's cost to a real broker by the MooBench method:
 the same load against a fresh broker process per run, in configurations that
 add one cause of overhead at a time, each repeated --runs times (interleaved),
-a warm-up discarded every run:
+a warm-up discarded every run. With --ratio-ci or --latency-ci, rounds go on
+past --runs (up to --max-runs) until the paired 95% CIs are that narrow: each
+configuration's run against T's of the same round, whose throughput ratio and
+added median latency are the table's "paired" columns.
+
 
   T         untraced
   T+I       brokertrace record with every source on, attached to an idle
@@ -53,7 +58,8 @@ and, only when named in --configs:
 
   T+I+C+W+pcap  T+I+C+W with the headers also written with --pcap
   T+I+C+frame   T+I+C matching by frame (--match frame): the kernel parses
-                NATS and fingerprints every payload
+                the protocol the URL's scheme names (nats, stomp for
+                ActiveMQ, mqtt, amqp, redis) and fingerprints every payload
 
 Per run: saturation throughput (brokertrace load --rate 0 --count N),
 end-to-end latency at --rate, the tracer's CPU (wait4, while the loads ran)
@@ -72,6 +78,10 @@ progress with an ETA on stderr. Needs root.`,
   # ActiveMQ over STOMP, only MooBench's four configurations
   sudo brokertrace overhead --broker activemq --configs T,T+I,T+I+C,T+I+C+W
 
+  # until every throughput ratio is known within ±2% and every added
+  # latency within a CI 2 µs wide (at most 30 rounds)
+  sudo brokertrace overhead --configs T,T+I+C+W --ratio-ci 0.02 --latency-ci 2us --max-runs 30
+
   # any broker: started fresh for every run, reached at --url
   sudo brokertrace overhead --url redis://127.0.0.1:6390/bt -- redis-server --port 6390 --save ''`,
 		RunE: func(cmd *cobra.Command, args []string) error { return runOverhead(f, args) },
@@ -81,7 +91,10 @@ progress with an ETA on stderr. Needs root.`,
 	fl.StringVar(&f.url, "url", "", "with a broker command after --: the URL brokertrace load connects to (host and port needed)")
 	fl.StringVar(&f.out, "out", "", "output directory (default brokertrace-overhead-BROKER-YYYYMMDD-HHMMSS)")
 	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap, T+I+C+frame)")
-	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker")
+	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker (the least, with a CI goal)")
+	fl.Float64Var(&f.ratioCI, "ratio-ci", 0, "go on past --runs until each paired throughput ratio's 95% CI is within ± this (0.02: ±2%)")
+	fl.DurationVar(&f.latencyCI, "latency-ci", 0, "go on past --runs until each paired added latency's 95% CI is no wider than this")
+	fl.IntVar(&f.maxRuns, "max-runs", 30, "with --ratio-ci or --latency-ci: the most rounds")
 	fl.IntVar(&f.warmup, "warmup", 50000, "messages sent as fast as possible at the start of every run and discarded")
 	fl.IntVar(&f.count, "count", 200000, "messages of the saturation load")
 	fl.IntVar(&f.size, "size", 1024, "message body size in bytes, marker included")
@@ -148,6 +161,10 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 	switch {
 	case f.runs < 1 || f.count < 1 || f.warmup < 0:
 		return nil, errors.New("overhead: --runs and --count must be at least 1, --warmup at least 0")
+	case f.ratioCI < 0 || f.latencyCI < 0:
+		return nil, errors.New("overhead: --ratio-ci and --latency-ci must not be negative")
+	case (f.ratioCI > 0 || f.latencyCI > 0) && f.maxRuns < max(f.runs, 2):
+		return nil, errors.New("overhead: a CI goal needs --max-runs of at least --runs and 2")
 	case f.rate <= 0 || f.latency <= f.latencyWarm:
 		return nil, errors.New("overhead: --rate must be positive and --duration longer than --latency-warmup")
 	case f.cpuRate <= 0 || f.cpuTime <= 0:
@@ -177,7 +194,16 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 		Broker: b, Configs: cs, Runs: f.runs, Exe: exe, Out: f.out,
 		WarmupCount: f.warmup, Count: f.count, Size: f.size, Rate: f.rate, Latency: f.latency, LatencyWarm: f.latencyWarm,
 		CPURate: f.cpuRate, CPUDuration: f.cpuTime, ProgStats: f.progStats,
+		RatioCI: f.ratioCI, LatencyCINs: float64(f.latencyCI.Nanoseconds()), MaxRuns: maxRuns(f),
 		BrokerCPUs: f.brokerCPUs, LoadCPUs: f.loadCPUs, TracerCPUs: f.tracerCPUs,
 		Progress: os.Stderr, Version: record.Version,
 	}, nil
+}
+
+// maxRuns is the most rounds: --max-runs with a CI goal, else --runs.
+func maxRuns(f overheadFlags) int {
+	if f.ratioCI > 0 || f.latencyCI > 0 {
+		return f.maxRuns
+	}
+	return f.runs
 }

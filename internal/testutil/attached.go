@@ -13,6 +13,14 @@ import (
 // "brokertrace: attached" line naming pid; cmd is killed at cleanup.
 func WaitAttached(t testing.TB, cmd *exec.Cmd, pid int) {
 	t.Helper()
+	StartAttach(t, cmd, pid)()
+}
+
+// StartAttach starts cmd as WaitAttached does and returns the wait for its
+// attached line. Starting several recordings before waiting for any lets
+// their probes load at once: loading is most of a short recording's time.
+func StartAttach(t testing.TB, cmd *exec.Cmd, pid int) (wait func()) {
+	t.Helper()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -28,12 +36,15 @@ func WaitAttached(t testing.TB, cmd *exec.Cmd, pid int) {
 		}
 		close(attached)
 	}()
-	select {
-	case line, ok := <-attached:
-		if !ok || !strings.Contains(line, "pid "+strconv.Itoa(pid)) {
-			t.Fatalf("attached line %q", line)
+	return func() {
+		t.Helper()
+		select {
+		case line, ok := <-attached:
+			if !ok || !strings.Contains(line, "pid "+strconv.Itoa(pid)) {
+				t.Fatalf("%v: attached line %q", cmd.Args, line)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%v: no attached line", cmd.Args)
 		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("no attached line")
 	}
 }

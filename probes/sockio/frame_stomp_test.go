@@ -78,13 +78,13 @@ func stompStream(r *rand.Rand, dir frame.Dir, bad int) []byte {
 
 // stompBad are frames bad in each way the grammar has, each a byte short
 // of valid: a command unknown or of the other direction, no ':', a
-// content-length with a sign or no digit or too large, a body longer than
+// content-length with a sign, a ':' or no digit or too large, a body longer than
 // its content-length, a NUL in the header, a '\r' heart-beat without '\n',
 // a header line of a lone '\r', a header longer than MaxHeader.
 var stompBad = []string{
 	"SENDX\ndestination:/q\n\nab\x00", "MESSAGE\n\n\x00", "SEND\ndestination\n\nab\x00",
 	"SEND\ncontent-length:+2\n\nab\x00", "SEND\ncontent-length:\n\nab\x00",
-	"SEND\ncontent-length:999999999\n\nab\x00", "SEND\ncontent-length:1\n\nab\x00",
+	"SEND\ncontent-length:999999999\n\nab\x00", "SEND\ncontent-length:1\n\nab\x00", "SEND\ncontent-length:1:2\n\nab\x00",
 	"SEND\ndest\x00ination:/q\n\nab\x00", "\r\r\n", "\x00", "\rx\x00", "SEND\ndestination:/q\n\r\r\n\nab\x00",
 	"SEND\nx:" + strings.Repeat("y", 4100) + "\n\nab\x00",
 	"SEND\nx:" + strings.Repeat("y", 4087) + "\n\n\x00", // its header ends at byte 4096: valid

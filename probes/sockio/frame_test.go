@@ -31,8 +31,26 @@ type frameRig struct {
 
 func openFrameRig(t testing.TB, opts Options) *frameRig { return openProtoRig(t, opts, frame.NATS) }
 
-// openProtoRig is openFrameRig for a protocol of choice.
+// openProtoRig is openFrameRig for a protocol of choice. The probe is the
+// package's shared one for opts (see sharedProbe), with a listener of its
+// own for proto; the rig reads only the events after its opening.
 func openProtoRig(t testing.TB, opts Options, proto frame.Proto) *frameRig {
+	t.Helper()
+	testutil.RequireRoot(t, "loads eBPF programs")
+	sp, err := sharedProbe(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := sp.listeners[proto]
+	sp.c.mu.Lock()
+	seen := len(sp.c.evs)
+	sp.c.mu.Unlock()
+	return &frameRig{c: sp.c, ln: l.fd, port: l.port, proto: proto, seen: seen}
+}
+
+// openOwnRig is openProtoRig with a probe of its own, detached at the end
+// of t: a benchmark must run with no other probe attached.
+func openOwnRig(t testing.TB, opts Options, proto frame.Proto) *frameRig {
 	t.Helper()
 	ln, port := listenLoopback(t)
 	if opts.Match != MatchMarker {
@@ -44,19 +62,30 @@ func openProtoRig(t testing.TB, opts Options, proto frame.Proto) *frameRig {
 // listenLoopback is a listening TCP socket on a free loopback port.
 func listenLoopback(t testing.TB) (fd int, port uint16) {
 	t.Helper()
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	fd, port, err := listenFree()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
+	return fd, port
+}
+
+// listenFree listens on a free loopback port.
+func listenFree() (fd int, port uint16, err error) {
+	fd, err = unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, 0, err
+	}
 	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
+		unix.Close(fd)
+		return -1, 0, err
 	}
 	if err := unix.Listen(fd, 8); err != nil {
-		t.Fatal(err)
+		unix.Close(fd)
+		return -1, 0, err
 	}
 	sa, _ := unix.Getsockname(fd)
-	return fd, uint16(sa.(*unix.SockaddrInet4).Port)
+	return fd, uint16(sa.(*unix.SockaddrInet4).Port), nil
 }
 
 // pair connects a client to the rig's listener.
@@ -482,17 +511,20 @@ func kernelFramesTest(t *testing.T, proto frame.Proto, bad func(seed uint64) int
 		for _, w := range walks {
 			t.Run(fmt.Sprintf("%s-%s", path, w), func(t *testing.T) {
 				r := openProtoRig(t, Options{Path: path, Walk: w}, proto)
+				b := r.stats(t).Frame
 				for seed := range uint64(40) {
 					r.run(t, seed, bad(seed))
 				}
-				f := r.stats(t).Frame
-				t.Logf("frame counters %+v", f)
-				counters := map[string][2]uint64{"frames": f.Frames, "bad": f.Bad, "resyncs": f.Resyncs,
-					"skipped": f.Skipped, "held": f.Held, "interleaved": f.Interleaved}
+				a := r.stats(t).Frame
+				d := func(x, y [2]uint64) [2]uint64 { return [2]uint64{y[0] - x[0], y[1] - x[1]} }
+				counters := map[string][2]uint64{"frames": d(b.Frames, a.Frames), "bad": d(b.Bad, a.Bad),
+					"resyncs": d(b.Resyncs, a.Resyncs), "skipped": d(b.Skipped, a.Skipped), "held": d(b.Held, a.Held),
+					"interleaved": d(b.Interleaved, a.Interleaved)}
+				t.Logf("frame counters of the 40 seeds %v", counters)
 				for _, name := range strings.Fields(want) {
 					name, inOnly := strings.CutSuffix(name, ":in")
 					if c := counters[name]; c[0] == 0 || c[1] == 0 && !inOnly {
-						t.Fatalf("%s: a path the streams never took (%s): %+v", proto, name, f)
+						t.Fatalf("%s: a path the streams never took (%s): %v", proto, name, counters)
 					}
 				}
 			})

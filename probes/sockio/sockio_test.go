@@ -62,12 +62,23 @@ func kernelWalks(t testing.TB) []Walk {
 func attachProbe(t testing.TB, opts Options) *collector {
 	t.Helper()
 	testutil.RequireRoot(t, "loads eBPF programs")
+	c, err := startCollector(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.stop(t); c.tr.Close() })
+	return c
+}
+
+// startCollector opens the probe on this process (unless opts names
+// another) and starts its Read loop.
+func startCollector(opts Options) (*collector, error) {
 	if opts.PID == 0 {
 		opts.PID = os.Getpid()
 	}
 	tr, err := Open(opts)
 	if err != nil {
-		t.Fatalf("Open(%+v): %v", opts, err)
+		return nil, fmt.Errorf("Open(%+v): %w", opts, err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &collector{tr: tr, cancel: cancel, done: make(chan error, 1)}
@@ -80,8 +91,7 @@ func attachProbe(t testing.TB, opts Options) *collector {
 			c.mu.Unlock()
 		})
 	}()
-	t.Cleanup(func() { c.stop(t); tr.Close() })
-	return c
+	return c, nil
 }
 
 // stop ends the Read loop after draining the ring buffer.
