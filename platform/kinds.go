@@ -91,6 +91,14 @@ func pingpongPipe(m *measurement) error {
 	return nil
 }
 
+// pingpongFutex hands a futex word to the peer and back. A round trip
+// holds a context switch of this thread only if it slept in its wait or
+// was preempted by the peer: with the peer's CPU awake (busy with
+// something else, or polling before it idles) the answer can come before
+// the wait begins, a cache-line hand-off of a few hundred ns. A batch with
+// fewer of this thread's switches (getrusage) than round trips is no
+// sample of a switch: it is left out, and the count is reported
+// (futex_batches_without_switch).
 func pingpongFutex(m *measurement) error {
 	word := new(uint32) // 0: peer's turn to wait, 1: peer runs, 2: stop
 	err := m.peer(func() {
@@ -106,11 +114,35 @@ func pingpongFutex(m *measurement) error {
 	if err != nil {
 		return err
 	}
-	batched(m, func() {
-		atomic.StoreUint32(word, 1)
-		futex(word, futexWake, 1)
-		waitWhile(word, 1)
-	})
+	batch, clock := m.param("batch", 1000), now
+	if m.task.Clock == "cpu" {
+		clock = processCPUTime
+	}
+	// The rule's time cap counts from the warm-up's end; this one bounds
+	// a run whose batches are all left out, which emit never sees.
+	limit, left := now()+int64(2*m.rule.MaxSeconds*1e9), 0
+	for {
+		if now() > limit {
+			m.res.StopReason = "time"
+			break
+		}
+		sw0, t0 := threadSwitches(), clock()
+		for range batch {
+			atomic.StoreUint32(word, 1)
+			futex(word, futexWake, 1)
+			waitWhile(word, 1)
+		}
+		t1 := clock()
+		if threadSwitches()-sw0 < int64(batch) {
+			left++
+			continue
+		}
+		if !m.emit(float64(t1-t0) / float64(batch)) {
+			break
+		}
+	}
+	m.extra("futex_batches_without_switch", "batches", float64(left),
+		"batches left out because this thread switched fewer times than it made round trips (the peer answered before the wait: no switch)")
 	atomic.StoreUint32(word, 2)
 	futex(word, futexWake, 1)
 	m.waitPeer()

@@ -137,6 +137,14 @@ func futex(addr *uint32, op, val uint32) {
 	unix.RawSyscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op|futexPrivate), uintptr(val), 0, 0, 0)
 }
 
+// threadSwitches is the calling thread's context switches so far,
+// voluntary and involuntary.
+func threadSwitches() int64 {
+	var ru unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &ru)
+	return ru.Nvcsw + ru.Nivcsw
+}
+
 // waitWhile blocks while *addr == val.
 func waitWhile(addr *uint32, val uint32) {
 	for atomic.LoadUint32(addr) == val {
