@@ -58,23 +58,14 @@ func precision(v float64) int {
 }
 
 // relative is a figure against T: the mean of the paired per-round values
-// with its CI where there are two rounds or more, else the unpaired
-// figure v (of the pooled runs).
+// with its CI's half-width, in format without its sign, where there are two
+// rounds or more; else the unpaired figure v (of the pooled runs).
 func relative(p recfile.OverheadStats, v *float64, format string, scale float64) string {
 	if p.CI95High == nil {
 		return optional(v, format, scale)
 	}
 	half := (*p.CI95High - *p.CI95Low) / 2 * scale
-	return fmt.Sprintf(format+" ±%.*f", p.Mean*scale, max(1, precisionOf(format)), half)
-}
-
-// precisionOf is the number of decimals format ("%.3f") prints.
-func precisionOf(format string) int {
-	_, after, ok := strings.Cut(format, ".")
-	if !ok || len(after) < 2 {
-		return 0
-	}
-	return int(after[0] - '0')
+	return fmt.Sprintf(format+" ±"+strings.Replace(format, "%+", "%", 1), p.Mean*scale, half)
 }
 
 func optional(v *float64, format string, scale float64) string {

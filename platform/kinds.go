@@ -47,20 +47,40 @@ func spinLoad(stop *atomic.Bool) {
 	sink.Store(x)
 }
 
-// batched times batch calls of op per sample, by the task's clock.
-func batched(m *measurement, op func()) {
-	batch := m.param("batch", 1000)
-	clock := now
+// batched emits op's mean time per call over batches of the batch
+// parameter, in wall or (clock "cpu") process CPU time.
+func batched(m *measurement, op func()) { batchedCounting(m, op, nil) }
+
+// batchedCounting is batched keeping only the batches over which count,
+// read before and after each (outside its time), grew by at least one per
+// call; it returns how many it left out. With nothing kept the rule's time
+// cap never comes (emit is not called), so twice that cap ends the run.
+func batchedCounting(m *measurement, op func(), count func() int64) (left int) {
+	batch, clock := m.param("batch", 1000), now
 	if m.task.Clock == "cpu" {
 		clock = processCPUTime
 	}
+	limit := now() + int64(2*m.rule.MaxSeconds*1e9)
 	for {
+		var c0 int64
+		if count != nil {
+			if now() > limit {
+				m.res.StopReason = "time"
+				return left
+			}
+			c0 = count()
+		}
 		t0 := clock()
 		for range batch {
 			op()
 		}
-		if !m.emit(float64(clock()-t0) / float64(batch)) {
-			return
+		t1 := clock()
+		if count != nil && count()-c0 < int64(batch) {
+			left++
+			continue
+		}
+		if !m.emit(float64(t1-t0) / float64(batch)) {
+			return left
 		}
 	}
 }
@@ -114,33 +134,11 @@ func pingpongFutex(m *measurement) error {
 	if err != nil {
 		return err
 	}
-	batch, clock := m.param("batch", 1000), now
-	if m.task.Clock == "cpu" {
-		clock = processCPUTime
-	}
-	// The rule's time cap counts from the warm-up's end; this one bounds
-	// a run whose batches are all left out, which emit never sees.
-	limit, left := now()+int64(2*m.rule.MaxSeconds*1e9), 0
-	for {
-		if now() > limit {
-			m.res.StopReason = "time"
-			break
-		}
-		sw0, t0 := threadSwitches(), clock()
-		for range batch {
-			atomic.StoreUint32(word, 1)
-			futex(word, futexWake, 1)
-			waitWhile(word, 1)
-		}
-		t1 := clock()
-		if threadSwitches()-sw0 < int64(batch) {
-			left++
-			continue
-		}
-		if !m.emit(float64(t1-t0) / float64(batch)) {
-			break
-		}
-	}
+	left := batchedCounting(m, func() {
+		atomic.StoreUint32(word, 1)
+		futex(word, futexWake, 1)
+		waitWhile(word, 1)
+	}, threadSwitches)
 	m.extra("futex_batches_without_switch", "batches", float64(left),
 		"batches left out because this thread switched fewer times than it made round trips (the peer answered before the wait: no switch)")
 	atomic.StoreUint32(word, 2)
