@@ -102,6 +102,7 @@ var parquetTables = map[string][]pqColumn{
 	NetFile:           pqColumnsOf[NetRow](),
 	GSOFile:           pqColumnsOf[GSORow](),
 	ConnectionsFile:   pqColumnsOf[ConnectionRow](),
+	MatchCheckFile:    pqColumnsOf[MatchCheckRow](),
 	HopsFile:          pqColumnsOf[HopRow](), // brokertrace cluster --format parquet
 }
 

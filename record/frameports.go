@@ -15,7 +15,7 @@ import (
 // --match frame: those given, else the target's listeners on well-known
 // broker ports.
 func (r *recorder) framePorts() (map[uint16]frame.Proto, error) {
-	if r.cfg.Match != sockio.MatchFrame {
+	if r.cfg.Match != sockio.MatchFrame && r.cfg.Match != MatchBoth {
 		return nil, nil
 	}
 	ports := r.cfg.FramePorts

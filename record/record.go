@@ -5,6 +5,7 @@
 package record
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -43,8 +44,9 @@ type Config struct {
 	ScanLimit  int
 	RingSize   int
 	Path       sockio.Path
-	// Match is what messages are matched by: markers (the default) or
-	// protocol frames; FramePorts the broker ports' protocols for frames,
+	// Match is what messages are matched by: markers (the default),
+	// protocol frames, or MatchBoth (markers, checked against frames
+	// matched by a second probe); FramePorts the broker ports' protocols for frames,
 	// by default those of the target's listeners on well-known ports.
 	Match      sockio.Match
 	FramePorts map[uint16]frame.Proto
@@ -142,8 +144,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var err error
 	ports, err := r.framePorts()
 	if err == nil {
-		r.tr, err = sockio.Open(sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize,
-			Match: cfg.Match, FramePorts: ports})
+		opts := sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: cfg.Match, FramePorts: ports}
+		if cfg.Match == MatchBoth {
+			r.addFrameCheck(opts)
+			opts.Match, opts.FramePorts = sockio.MatchMarker, nil
+		}
+		r.tr, err = sockio.Open(opts)
 	}
 	if err != nil {
 		r.mw.Close()
@@ -151,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer r.tr.Close()
 	r.meta.Probe = recfile.Probe{ProbePath: r.tr.PathMeta(), Walk: string(r.tr.Walk()), WalkReason: r.tr.WalkReason(),
-		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: string(r.tr.Match()), FramePorts: portNames(ports)}
+		ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: string(cmp.Or(cfg.Match, r.tr.Match())), FramePorts: portNames(ports)}
 	r.meta.StartNs = monotime.Now()
 	r.meta.StartWall = time.Now().UTC().Format(time.RFC3339Nano)
 	r.meta.Clock = &recfile.Clock{}
