@@ -141,7 +141,11 @@ func Run(dir string, opt Options) (*recfile.Calibration, error) {
 		return nil, fmt.Errorf("--out %s: %w", out, err)
 	}
 	defer od.Close()
-	c := &calibration{opt: opt, sweep: &sw, all: all, steps: ofPattern(all, opt.Pattern), plat: plat, outDir: od}
+	idle, err := loadIdle(dir, &sw, all)
+	if err != nil {
+		return nil, err
+	}
+	c := &calibration{opt: opt, sweep: &sw, all: all, steps: ofPattern(all, opt.Pattern), idle: idle, plat: plat, outDir: od}
 	if err := c.run(dir); err != nil {
 		return nil, err
 	}
@@ -159,13 +163,9 @@ func loadSteps(dir string, sw *recfile.Sweep) ([]*step, error) {
 		if s.Status != recfile.SweepDone {
 			continue
 		}
-		st := &step{SweepStep: s, dir: filepath.Join(dir, s.Dir)}
-		if err := recfile.ReadJSON(st.dir, recfile.MetaFile, &st.meta); err != nil {
+		st, err := loadStep(dir, s)
+		if err != nil {
 			return nil, inputError("step %d: %v", s.Index, err)
-		}
-		st.start, st.end = s.WindowStartNs, s.WindowEndNs
-		if st.end <= st.start {
-			st.start, st.end = st.meta.StartNs, st.meta.EndNs
 		}
 		steps = append(steps, st)
 	}
@@ -173,6 +173,19 @@ func loadSteps(dir string, sw *recfile.Sweep) ([]*step, error) {
 		return nil, inputError("%s: no finished step in %s", dir, recfile.SweepFile)
 	}
 	return steps, sameBroker(steps)
+}
+
+// loadStep reads step s of the sweep in dir.
+func loadStep(dir string, s recfile.SweepStep) (*step, error) {
+	st := &step{SweepStep: s, dir: filepath.Join(dir, s.Dir)}
+	if err := recfile.ReadJSON(st.dir, recfile.MetaFile, &st.meta); err != nil {
+		return nil, err
+	}
+	st.start, st.end = s.WindowStartNs, s.WindowEndNs
+	if st.end <= st.start {
+		st.start, st.end = st.meta.StartNs, st.meta.EndNs
+	}
+	return st, nil
 }
 
 // sameBroker fails, naming the steps of each, when the steps recorded

@@ -59,7 +59,7 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	ballast(t, a)
 	out := filepath.Join(t.TempDir(), "sweep")
 	sw := exec.Command(bin, "sweep", "--url", a.STOMPURL("/queue/bt.pauses"), "--pid", strconv.Itoa(a.PID()),
-		"--rates", jvmRate, "--step", jvmStep.String(), "--warmup", "1s", "--cooldown", "1s", "--drain", "2s",
+		"--rates", jvmRate, "--step", jvmStep.String(), "--warmup", "1s", "--cooldown", "1s", "--drain", "2s", "--idle", "0",
 		"--out", out, "--no-report")
 	var serr strings.Builder
 	sw.Stdout, sw.Stderr = &serr, &serr

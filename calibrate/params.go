@@ -18,6 +18,8 @@ type calibration struct {
 	sweep  *recfile.Sweep
 	all    []*step // every finished step
 	steps  []*step // those of opt.Pattern: they calibrate the model
+	idle   *step   // the sweep's idle step (--idle); nil without one
+	bg     *background
 	plat   *recfile.Platform
 	outDir *outdir.Dir // where calibration.json and the files beside it go
 	cal    *recfile.Calibration
@@ -69,6 +71,13 @@ func (c *calibration) run(dir string) error {
 	c.peakParams()
 	if err := c.systemShare(); err != nil {
 		return err
+	}
+	if c.idle != nil {
+		bg, err := measureBackground(c.idle)
+		if err != nil {
+			return err
+		}
+		c.bg = bg
 	}
 	if err := c.wakeFit(); err != nil {
 		return err

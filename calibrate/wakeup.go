@@ -24,8 +24,9 @@ import (
 // with the wake-ups the scheduler source counts: the voluntary switches of
 // the broker's threads (a thread that blocked is woken once each). There
 // is no constant term: a fit's intercept soaks up the curvature of the
-// ladder, not the broker's idle CPU, which is far smaller than the
-// messages' (background stays 0 and says so).
+// ladder, not the broker's idle CPU. That is measured instead, by the
+// sweep's idle step (background.go): the fit is then made on what the
+// messages add to it, U and the wake-ups less the idle step's.
 
 // wakePoint is one window of a calibrating step, per second.
 type wakePoint struct {
@@ -39,12 +40,18 @@ type wakePoint struct {
 // first steps (1.39 of ActiveMQ's 2.23 CPU seconds in its first step
 // here), not a cost of the messages or of waking up.
 func wakePoints(s *step) (pts []wakePoint, jitNs int64, err error) {
+	return schedPoints(s, func(r *recfile.SchedRow) bool { return r.MsgsIn > 0 })
+}
+
+// schedPoints are the windows of s's sched.csv inside its measured
+// window that keep says, as wakePoints.
+func schedPoints(s *step, keep func(*recfile.SchedRow) bool) (pts []wakePoint, jitNs int64, err error) {
 	jit, err := jitWindows(s)
 	if err != nil {
 		return nil, 0, err
 	}
 	err = recfile.ScanTable(filepath.Join(s.dir, recfile.SchedFile), func(r *recfile.SchedRow) error {
-		if r.TStart < s.start || r.TEnd > s.end || r.MsgsIn == 0 || r.TEnd <= r.TStart {
+		if r.TStart < s.start || r.TEnd > s.end || !keep(r) || r.TEnd <= r.TStart {
 			return nil
 		}
 		dt := float64(r.TEnd-r.TStart) / 1e9
@@ -130,9 +137,18 @@ func (c *calibration) wakeFit() error {
 		pts, jit = append(pts, p...), jit+j
 	}
 	used := unique(pts)
+	if c.bg != nil {
+		for i := range pts {
+			pts[i].util -= c.bg.util
+			pts[i].wakes -= c.bg.wakes
+		}
+	}
 	d, w, ok := fitThroughOrigin(pts)
 	if !ok || len(used) < 2 {
 		c.warn("wake_cost: %d windows in %d steps with the scheduler source's counts do not separate the CPU per message from the CPU per wake-up (each step needs sched.csv; the steps need different wake-ups per message): the model pays the ICPE'14 switch penalty instead", len(pts), len(used))
+		if c.bg != nil {
+			c.addBackground()
+		}
 		return nil
 	}
 	c.msgCost, c.wakeCost = d*1e9, w*1e9
@@ -141,11 +157,10 @@ func (c *calibration) wakeFit() error {
 		fitText += fmt.Sprintf("; %.3f CPU·s of the JIT compiler threads left out (the JVM's warm-up)", float64(jit)/1e9)
 	}
 	c.add(recfile.CalParam{Name: recfile.CalMsgCost, Value: c.msgCost, Unit: "ns", Source: "sweep", Steps: used,
-		Derivation: fmt.Sprintf("least squares through the origin of the broker threads' CPU on messages/s and wake-ups/s over %d windows of steps %s: %.0f ns per message; %s", len(pts), joinInts(used), c.msgCost, fitText)})
+		Derivation: fmt.Sprintf("least squares through the origin of the broker threads' CPU%s on messages/s and wake-ups/s%s over %d windows of steps %s: %.0f ns per message; %s", c.bg.less("CPU"), c.bg.less("wake-ups"), len(pts), joinInts(used), c.msgCost, fitText)})
 	c.add(recfile.CalParam{Name: recfile.CalWakeCost, Value: c.wakeCost, Unit: "ns", Source: "sweep", Steps: used,
 		Derivation: fmt.Sprintf("the same fit: %.0f ns of the broker's CPU per voluntary switch of its threads (a wake-up: the kernel's switch, the runtime's polling and park)", c.wakeCost)})
-	c.add(recfile.CalParam{Name: recfile.CalBackground, Value: 0, Unit: "CPUs", Source: "assumed",
-		Derivation: "the fit has no constant term: the broker's CPU without messages is taken as 0 (it is inside msg_cost and wake_cost)"})
+	c.addBackground()
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,6 +35,10 @@ import (
 const (
 	spinEnv   = "BROKERTRACE_TEST_WAKE_SPIN_US"
 	perMsgEnv = "BROKERTRACE_TEST_WAKE_PERMSG_US"
+	// bgEnv, "period,burn" in µs, gives the relay a background: a thread
+	// of its own that sleeps period (nanosleep) and burns burn µs of its
+	// CPU time, with or without messages.
+	bgEnv = "BROKERTRACE_TEST_WAKE_BG_US"
 )
 
 func TestMain(m *testing.M) {
@@ -69,6 +74,11 @@ func runSpinRelay() {
 		os.Exit(1)
 	}
 	fmt.Println("LISTEN", l.Addr())
+	if period, b, ok := strings.Cut(os.Getenv(bgEnv), ","); ok {
+		p, _ := strconv.ParseInt(period, 10, 64)
+		n, _ := strconv.ParseInt(b, 10, 64)
+		go runBackground(p*1000, n*1000)
+	}
 	var mu sync.Mutex
 	fds := map[int]bool{}
 	for {
@@ -114,6 +124,18 @@ func runSpinRelay() {
 	}
 }
 
+// runBackground sleeps period and burns burn ns of its thread's CPU time,
+// forever, on a thread of its own; the sleep is a raw nanosleep(2), so
+// the thread, not the runtime's timers, wakes.
+func runBackground(period, burnNs int64) {
+	runtime.LockOSThread()
+	ts := syscall.NsecToTimespec(period)
+	for {
+		syscall.RawSyscall(syscall.SYS_NANOSLEEP, uintptr(unsafe.Pointer(&ts)), 0, 0)
+		burn(burnNs)
+	}
+}
+
 // rawRead is read(2) without telling the runtime: its scheduler would
 // otherwise hand the thread's processor to another thread of its own at
 // each blocking read, and those threads' switches would be the relay's
@@ -151,11 +173,13 @@ func writeAll(fd int, b []byte) {
 	}
 }
 
-// startSpinRelay runs the relay on CPU 0 and returns its pid and address.
-func startSpinRelay(t *testing.T, spinUs, perMsgUs int) (int, string) {
+// startSpinRelay runs the relay on CPU 0 and returns its pid and address;
+// env may add the background (bgEnv).
+func startSpinRelay(t *testing.T, spinUs, perMsgUs int, env ...string) (int, string) {
 	t.Helper()
 	cmd := exec.Command("taskset", "-c", "0", os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), spinEnv+"="+strconv.Itoa(spinUs), perMsgEnv+"="+strconv.Itoa(perMsgUs), "GOMAXPROCS=4", "GODEBUG=asyncpreemptoff=1", "GOGC=off")
+	cmd.Env = append(cmd.Env, env...)
 	addr := testutil.StartListener(t, cmd)
 	return cmd.Process.Pid, addr
 }
@@ -168,7 +192,7 @@ func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs flo
 	dir := filepath.Join(t.TempDir(), "sweep")
 	cmd := exec.Command(bin, "sweep", "--url", "tcp://"+addr+"?framing=line", "--pid", strconv.Itoa(pid), "--load-cpus", "1",
 		"--rates", "400,1600", "--pattern", "both", "--burst", "10", "--step", "3s", "--warmup", "750ms", "--cooldown", "250ms",
-		"--drain", "2s", "--no-report", "--record-flag=--capture=false", "--record-flag=--priority=normal", "--out", dir)
+		"--drain", "2s", "--idle", "0", "--no-report", "--record-flag=--capture=false", "--record-flag=--priority=normal", "--out", dir)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("sweep: %v\n%s", err, b)
 	}

@@ -38,6 +38,11 @@ type Sweep struct {
 	// when an interrupted sweep was resumed.
 	Runs     int      `json:"runs"`
 	Warnings []string `json:"warnings"`
+	// Idle is the idle step (--idle): the broker recorded without load
+	// after the ladder, Pattern "idle", its window the recording less a
+	// quarter second at each end. Its BrokerUtil and WakeupsPerSec are the
+	// background the model adds at every rate: timers and housekeeping.
+	Idle *SweepStep `json:"idle,omitempty"`
 }
 
 // Phases of SweepStep.Phase.
@@ -108,6 +113,9 @@ type SweepOptions struct {
 	CPUQuota float64 `json:"cpu_quota,omitempty"`
 	// RecordFlags are passed to every step's `brokertrace record` as given.
 	RecordFlags []string `json:"record_flags,omitempty"`
+	// IdleNs is how long the idle step records the broker without load,
+	// after the ladder; 0: no idle step.
+	IdleNs int64 `json:"idle_ns,omitempty"`
 }
 
 // SweepStep is one rate of one pattern.
@@ -145,6 +153,9 @@ type SweepStep struct {
 	// broker's threads (a), and on the CPUs of its affinity (b).
 	SwitchesPerMsgThreads float64 `json:"switches_per_msg_threads"`
 	SwitchesPerMsgCPUs    float64 `json:"switches_per_msg_cpus"`
+	// WakeupsPerSec are the voluntary switches of the broker's threads
+	// per second (each a thread that blocked, woken once).
+	WakeupsPerSec float64 `json:"wakeups_per_s,omitempty"`
 	// LatencyNs: messages.csv latency_ns of first copies in the window.
 	LatencyNs LatencyStats `json:"latency"`
 	// Packets and TCP payload bytes per message, each direction (capture).

@@ -65,6 +65,9 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 	}
 	s.prog = newProgress(cfg.Progress, total, time.Duration(cfg.Options.StepNs))
 	err = s.steps(ctx)
+	if err == nil {
+		err = s.idle(ctx)
+	}
 	sw.EndWall = time.Now().UTC().Format(time.RFC3339)
 	if werr := s.write(); err == nil {
 		err = werr
@@ -245,6 +248,10 @@ func resume(cfg Config, out *outdir.Dir) (*recfile.Sweep, error) {
 	}
 	fresh.StartWall, fresh.Runs = old.StartWall, old.Runs+1
 	fresh.Warnings = append(fresh.Warnings, old.Warnings...)
+	var m recfile.Meta
+	if old.Idle != nil && old.Idle.Status == recfile.SweepDone && !cfg.Restart && recfile.ReadJSON(stepPath(cfg.Out, old.Idle), recfile.MetaFile, &m) == nil {
+		fresh.Idle = old.Idle
+	}
 	if cfg.Options.Search {
 		return fresh, resumeSearch(cfg.Out, out, fresh, old.Steps)
 	}

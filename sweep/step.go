@@ -30,10 +30,7 @@ const attachedPrefix = "brokertrace: attached"
 // attached first, then the load (pinned to LoadCPUs), then record stopped
 // as by Ctrl-C so that it writes complete files.
 func (s *sweeper) measure(ctx context.Context, st *recfile.SweepStep, runPID int) error {
-	if err := s.out.RemoveAll(st.Dir); err != nil {
-		return err
-	}
-	stepDir, err := s.out.Sub(st.Dir)
+	stepDir, err := s.stepDir(st)
 	if err != nil {
 		return err
 	}
@@ -57,6 +54,14 @@ func (s *sweeper) measure(ctx context.Context, st *recfile.SweepStep, runPID int
 		return loadErr
 	}
 	return recErr
+}
+
+// stepDir is st's directory, emptied: a rerun's step starts afresh.
+func (s *sweeper) stepDir(st *recfile.SweepStep) (*outdir.Dir, error) {
+	if err := s.out.RemoveAll(st.Dir); err != nil {
+		return nil, err
+	}
+	return s.out.Sub(st.Dir)
 }
 
 // child is a step's child process in a process group of its own, so that

@@ -152,17 +152,24 @@ func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 }
 
 // sched fills context switches per message entering the broker, by both
-// definitions, summed over sched.csv's rows.
+// definitions, summed over sched.csv's rows, and the threads' wake-ups per
+// second.
 func sched(dir string, st *recfile.SweepStep, in func(int64) bool) error {
-	var msgs, thr, cpus uint64
+	var msgs, thr, cpus, vol uint64
+	var dur int64
 	err := recfile.ScanTable(filepath.Join(dir, recfile.SchedFile), func(r *recfile.SchedRow) error {
 		if midIn(in, r.TStart, r.TEnd) {
 			msgs += uint64(r.MsgsIn)
 			thr += r.SwitchesTarget
 			cpus += r.SwitchesCPUs
+			vol += r.Voluntary
+			dur += r.TEnd - r.TStart
 		}
 		return nil
 	})
+	if dur > 0 {
+		st.WakeupsPerSec = float64(vol) / (float64(dur) / 1e9)
+	}
 	if err != nil || msgs == 0 {
 		return absent(st, orNotExist(err, float64(msgs)), "sched")
 	}

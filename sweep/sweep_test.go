@@ -56,7 +56,7 @@ func binary(t *testing.T) string {
 
 // shortStep are the timing flags of the tests' steps: 1.5 s of sending, a
 // 1 s measured window.
-var shortStep = []string{"--step", "1500ms", "--warmup", "250ms", "--cooldown", "250ms", "--drain", "2s"}
+var shortStep = []string{"--step", "1500ms", "--warmup", "250ms", "--cooldown", "250ms", "--drain", "2s", "--idle", "1s"}
 
 func readSweep(t *testing.T, dir string) *recfile.Sweep {
 	t.Helper()
@@ -170,7 +170,45 @@ func TestSweepNATSResume(t *testing.T) {
 	for i := range sw.Steps {
 		checkStep(t, out, sw, &sw.Steps[i])
 	}
+	checkIdle(t, out, sw)
 	checkReport(t, out, sw)
+}
+
+// checkIdle checks the idle step: after the ladder, without messages, its
+// window the recording less a quarter second at each end; its broker CPU
+// the cgroup's, which the threads' on-CPU time from the scheduler
+// tracepoints (another mechanism) must match within 0.005 CPU; its
+// wake-ups sched.csv's voluntary switches per second.
+func checkIdle(t *testing.T, out string, sw *recfile.Sweep) {
+	t.Helper()
+	st := sw.Idle
+	if st == nil || st.Status != recfile.SweepDone || st.Dir != "idle" || st.Messages != 0 {
+		t.Fatalf("idle step %+v", st)
+	}
+	dir := filepath.Join(out, st.Dir)
+	var m recfile.Meta
+	if err := recfile.ReadJSON(dir, recfile.MetaFile, &m); err != nil {
+		t.Fatal(err)
+	}
+	if ws, we := m.StartNs+int64(250*time.Millisecond), m.EndNs-int64(250*time.Millisecond); st.WindowStartNs != ws || st.WindowEndNs != we {
+		t.Errorf("idle window [%d, %d), want [%d, %d)", st.WindowStartNs, st.WindowEndNs, ws, we)
+	}
+	in := func(v int64) bool { return v >= st.WindowStartNs && v < st.WindowEndNs }
+	checkCPU(t, dir, st, in)
+	var dur, oncpu, vol float64
+	for _, r := range testutil.ReadCSVMaps(t, filepath.Join(dir, "sched.csv")) {
+		if a, z := atoi(r["t_start_ns"]), atoi(r["t_end_ns"]); in(a + (z-a)/2) {
+			dur += float64(z - a)
+			oncpu += atof(r["oncpu_ns"])
+			vol += atof(r["switches_voluntary"])
+		}
+	}
+	if math.Abs(st.BrokerUtil-oncpu/dur) > 0.005 || st.BrokerUtil > 0.05 {
+		t.Errorf("idle nats-server: %.4f CPU (cgroup), %.4f on CPU (sched.csv): want them within 0.005, below 0.05", st.BrokerUtil, oncpu/dur)
+	}
+	if want := vol / (dur / 1e9); vol == 0 || math.Abs(st.WakeupsPerSec-want) > 1e-9*want {
+		t.Errorf("idle wake-ups %.3f/s, want sched.csv's %.3f/s", st.WakeupsPerSec, want)
+	}
 }
 
 // waitDone waits until sweep.json says n steps are done.

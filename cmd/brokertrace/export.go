@@ -199,18 +199,31 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 // the export's rate as a stage of its own, before the outside stages.
 func addWakeStage(cal *recfile.Calibration, res *exportResult) error {
 	ns, err := sim.WakeDemandNs(cal, res.Rate, res.Pattern, res.Burst)
-	if err != nil || ns <= 0 {
+	if err != nil {
 		return err
 	}
-	st := recfile.CalStage{Name: "wake-ups", Role: "wake", MeanNs: ns,
-		Derivation: fmt.Sprintf("the simulated model's CPU for wake-ups and polling per message at %s %g msg/s", res.Pattern, res.Rate)}
+	if ns > 0 {
+		insertStage(cal, recfile.CalStage{Name: "wake-ups", Role: "wake", MeanNs: ns,
+			Derivation: fmt.Sprintf("the simulated model's CPU for wake-ups and polling per message at %s %g msg/s", res.Pattern, res.Rate)})
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stage wake-ups (%.0f ns per message) is the cost per wake-up at %g msg/s only: the what-if rates keep it, though the broker wakes less per message at higher rates", ns, res.Rate))
+	}
+	// The background is CPU per second: at the export's rate, per message.
+	if bg, ok := cal.Param(recfile.CalBackground); ok && bg.Value > 0 && res.Rate > 0 {
+		ns := bg.Value * 1e9 / res.Rate
+		insertStage(cal, recfile.CalStage{Name: "background", Role: "wake", MeanNs: ns,
+			Derivation: fmt.Sprintf("the broker's CPU without messages (%.4f CPU, the sweep's idle step) per message at %g msg/s", bg.Value, res.Rate)})
+		res.Warnings = append(res.Warnings, fmt.Sprintf("stage background (%.0f ns per message) is the idle broker's %.4f CPU spread over %g msg/s: the what-if rates keep it per message, though it is per second", ns, bg.Value, res.Rate))
+	}
+	return nil
+}
+
+// insertStage adds st before the outside stages.
+func insertStage(cal *recfile.Calibration, st recfile.CalStage) {
 	i := slices.IndexFunc(cal.Stages, func(s recfile.CalStage) bool { return s.Role == "outside" })
 	if i < 0 {
 		i = len(cal.Stages)
 	}
 	cal.Stages = slices.Insert(cal.Stages, i, st)
-	res.Warnings = append(res.Warnings, fmt.Sprintf("stage wake-ups (%.0f ns per message) is the cost per wake-up at %g msg/s only: the what-if rates keep it, though the broker wakes less per message at higher rates", ns, res.Rate))
-	return nil
 }
 
 // statedUtil is the broker's utilisation the exported models state at

@@ -69,7 +69,7 @@ var writers = []writerCase{
 	}},
 	{"sweep", func(e *secEnv, out, _ string) []string {
 		return []string{"sweep", "--port", e.port(), "--url", e.nats.URL(), "--rates", "200,400", "--step", "1s",
-			"--warmup", "200ms", "--cooldown", "200ms", "--drain", "1s", "--restart", "--out", out}
+			"--warmup", "200ms", "--cooldown", "200ms", "--drain", "1s", "--idle", "1s", "--restart", "--out", out}
 	}},
 	{"calibrate", func(e *secEnv, out, _ string) []string {
 		return []string{"calibrate", e.clean["sweep"], "--allow-unsaturated", "--out", filepath.Join(out, recfile.CalibrationFile)}

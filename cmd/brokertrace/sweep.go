@@ -23,11 +23,11 @@ import (
 
 // sweepFlags are the flags of `brokertrace sweep` beyond sweep.Config's.
 type sweepFlags struct {
-	cfg                sweep.Config
-	from, to           float64
-	steps              int
-	step, warmup, cool time.Duration
-	asJSON, noReport   bool
+	cfg                      sweep.Config
+	from, to                 float64
+	steps                    int
+	step, warmup, cool, idle time.Duration
+	asJSON, noReport         bool
 }
 
 func newSweepCmd() *cobra.Command {
@@ -131,6 +131,7 @@ func sweepFlagSet(cmd *cobra.Command, f *sweepFlags) {
 	fl.DurationVar(&f.step, "step", 20*time.Second, "how long each step sends")
 	fl.DurationVar(&f.warmup, "warmup", 3*time.Second, "start of each step left out of its summary")
 	fl.DurationVar(&f.cool, "cooldown", time.Second, "end of each step's sending left out of its summary")
+	fl.DurationVar(&f.idle, "idle", 5*time.Second, "after the ladder, record the broker this long without load: its background CPU and wake-ups, which calibrate adds to the model and takes out of the costs per message and per wake-up (0: no idle step)")
 	fl.DurationVar(&f.cfg.Drain, "drain", 5*time.Second, "after each step's last send, how long the load waits for outstanding messages")
 	fl.StringVar(&o.BrokerCPUs, "cpus", "", "run mode: pin the broker to these CPUs (cpuset list: 1 or 0-3,6)")
 	fl.StringVar(&o.LoadCPUs, "load-cpus", "", "pin the load to these CPUs; brokertrace record's own threads run on the CPUs free of broker and load, else on these")
@@ -149,7 +150,10 @@ func runSweep(cmd *cobra.Command, f *sweepFlags, args []string) error {
 	c := &f.cfg
 	o := &c.Options
 	o.Command = args
-	o.StepNs, o.WarmupNs, o.CooldownNs = int64(f.step), int64(f.warmup), int64(f.cool)
+	o.StepNs, o.WarmupNs, o.CooldownNs, o.IdleNs = int64(f.step), int64(f.warmup), int64(f.cool), int64(f.idle)
+	if f.idle < 0 || f.idle > 0 && f.idle < time.Second {
+		return withCode(exitUsage, fmt.Errorf("sweep: --idle %v: want 0 (no idle step) or at least 1s", f.idle))
+	}
 	if err := sweepRates(cmd, f); err != nil {
 		return err
 	}
