@@ -247,8 +247,6 @@ func agreeOnce(t *testing.T, b broker, c agreement) agreement {
 	return a
 }
 
-// recordTwice records srv with --match marker and --match frame at once
-// under the load c says (1 KiB bodies), and returns the two recordings.
 // broker is what recordTwice records and loads: a pid, the URL the load
 // publishes to and subscribes at, and the subject (NATS; empty for MQTT,
 // whose topic is in the URL).
@@ -262,14 +260,24 @@ func natsBroker(srv *testbroker.NATS, c agreement) broker {
 	return broker{name: "nats-server", url: srv.URL(), subject: "bt.frame." + c.Payload, pid: srv.PID()}
 }
 
+// recordTwice records b with --match marker and --match frame at once
+// under the load c says (1 KiB bodies), and returns the two recordings.
 func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
+	return recordModes(t, b, c, "marker", "frame")
+}
+
+// recordModes records b with each --match mode at once (the broker's
+// args for every mode but marker) under the load c says (1 KiB bodies),
+// and returns the recordings by mode.
+func recordModes(t *testing.T, b broker, c agreement, modes ...string) map[string]string {
 	pid := strconv.Itoa(b.pid)
-	dirs := map[string]string{"marker": filepath.Join(t.TempDir(), "marker"), "frame": filepath.Join(t.TempDir(), "frame")}
+	dirs := map[string]string{}
 	var recs []*exec.Cmd
 	var waits []func()
-	for _, mode := range []string{"marker", "frame"} {
+	for _, mode := range modes {
+		dirs[mode] = filepath.Join(t.TempDir(), mode)
 		args := []string{"record", "--pid", pid, "--match", mode, "--out", dirs[mode], "--quiet"}
-		if mode == "frame" {
+		if mode != "marker" {
 			args = append(args, b.args...)
 		}
 		cmd := exec.Command(binary, args...)

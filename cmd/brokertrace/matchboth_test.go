@@ -1,14 +1,9 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 	"github.com/brokertrace/brokertrace/internal/testutil"
@@ -39,7 +34,11 @@ func TestMatchBoth(t *testing.T) {
 		{broker{name: "mosquitto", url: mq.URL() + "/bt/both", pid: mq.PID()}, false, agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadFixed, Sent: 40000}},
 	} {
 		t.Run(c.b.name+"-"+c.a.Payload, func(t *testing.T) {
-			dirs := recordBoth(t, c.b, c.a, c.frame)
+			modes := []string{"both"}
+			if c.frame {
+				modes = append(modes, "frame")
+			}
+			dirs := recordModes(t, c.b, c.a, modes...)
 			chk := readCheck(t, dirs["both"])
 			t.Logf("%d copies: %d matched alike (%d in other calls), %d otherwise, %d not found, %d without a marker; largest Δt %d ns",
 				chk.Copies, chk.Matched, chk.OtherCalls, chk.Differs, chk.MarkerOnly, chk.FrameOnly, chk.MaxDtNs)
@@ -75,44 +74,6 @@ func TestMatchBoth(t *testing.T) {
 			}
 		})
 	}
-}
-
-// recordBoth records b with --match both (and, with frame, by frame at
-// the same time) under the load c says (1 KiB bodies).
-func recordBoth(t *testing.T, b broker, c agreement, frame bool) map[string]string {
-	modes := []string{"both"}
-	if frame {
-		modes = append(modes, "frame")
-	}
-	dirs := map[string]string{}
-	var recs []*exec.Cmd
-	var waits []func()
-	for _, mode := range modes {
-		dirs[mode] = filepath.Join(t.TempDir(), mode)
-		args := append([]string{"record", "--pid", strconv.Itoa(b.pid), "--match", mode, "--out", dirs[mode], "--quiet"}, b.args...)
-		cmd := exec.Command(binary, args...)
-		waits = append(waits, testutil.StartAttach(t, cmd, b.pid))
-		recs = append(recs, cmd)
-	}
-	for _, wait := range waits {
-		wait()
-	}
-	subs := make([]string, c.Fanout)
-	for i := range subs {
-		subs[i] = b.url
-	}
-	lr, err := load.Run(context.Background(), load.Config{URL: b.url, SubURLs: subs, Subject: b.subject,
-		Rate: c.Rate, Count: c.Sent, Size: 1024, Payload: c.Payload, Drain: 5 * time.Second})
-	if err != nil || lr.Sent != c.Sent || lr.Missing != 0 {
-		t.Fatalf("load: %v (sent %d, missing %d)", err, lr.Sent, lr.Missing)
-	}
-	for _, cmd := range recs {
-		cmd.Process.Signal(os.Interrupt)
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("%v: %v", cmd.Args, err)
-		}
-	}
-	return dirs
 }
 
 // readCheck reads the match check of the recording in dir.
