@@ -118,6 +118,21 @@ func TestQuickRun(t *testing.T) {
 			t.Errorf("%s: no confidence interval", q.Experiment)
 		}
 	}
+	// On one CPU the peer answers only once this thread is off it: every
+	// round trip holds a switch, and no futex batch may be left out.
+	var futexLeft []string
+	for _, q := range p.Properties {
+		if q.Name == "futex_batches_without_switch" {
+			futexLeft = append(futexLeft, fmt.Sprintf("%s %g", q.Experiment, q.Value))
+			if q.Experiment == "cs-futex-same" && q.Value != 0 {
+				t.Errorf("cs-futex-same left out %g batches without a switch: on one CPU every round trip switches", q.Value)
+			}
+		}
+	}
+	if len(futexLeft) != 2 {
+		t.Errorf("futex_batches_without_switch of %v, want cs-futex-same's and cs-futex-cross's", futexLeft)
+	}
+	t.Logf("futex batches left out: %v", futexLeft)
 	cs, ok := p.Property(recfile.PlatformContextSwitch, "same-cpu/pipe")
 	if !ok {
 		t.Fatal("no context switch")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -125,9 +126,6 @@ func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
 	if err := chooseRate(&cal, f, &res); err != nil {
 		return withCode(exitUsage, err)
 	}
-	if err := addWakeStage(&cal, &res); err != nil {
-		return withCode(exitUsage, err)
-	}
 	statedUtil(&cal, &res)
 	out := f.out
 	if out == "" {
@@ -152,14 +150,14 @@ func runExport(cmd *cobra.Command, arg string, f exportFlags) error {
 // errExportInput marks a model the calibration (or the flags) cannot make.
 var errExportInput = errors.New("cannot export")
 
-// chooseRate fills the rate, pattern and what-if rates: the flags where
-// given, else the sweep's highest unsaturated step.
+// chooseRate fills the rate, pattern and what-if rates, and adds the
+// stages of the wake-ups and the background at that rate: the flags'
+// rate where given, else the sweep's highest unsaturated step whose rate
+// lies below the model's saturation with those stages (the peak step does
+// not, by construction of the calibration: an open network has no steady
+// state there).
 func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) error {
-	// A step the sweep kept up with may still lie at or past the model's
-	// own saturation (the peak step does, by construction of the
-	// calibration): an open network has no steady state there.
-	sat := min(jmva.Saturation(cal.Stages, jmva.LayoutCPU)*float64(max(cal.CPUs, 1)), jmva.Saturation(cal.Stages, jmva.LayoutStages))
-	var best *recfile.SweepStep
+	var cands []*recfile.SweepStep
 	for i := range cal.Steps {
 		s := &cal.Steps[i]
 		if s.Status != "done" {
@@ -168,30 +166,43 @@ func chooseRate(cal *recfile.Calibration, f exportFlags, res *exportResult) erro
 		if !slices.Contains(res.WhatIf, s.RateAsked) {
 			res.WhatIf = append(res.WhatIf, s.RateAsked)
 		}
-		if !s.Saturated && s.RateAsked < sat && (best == nil || s.RateAsked > best.RateAsked || s.RateAsked == best.RateAsked && s.Pattern == qpme.PatternRegular) {
-			best = s
+		if !s.Saturated {
+			cands = append(cands, s)
 		}
 	}
 	slices.Sort(res.WhatIf)
-	res.Rate, res.Pattern, res.Burst = f.rate, f.pattern, f.burst
-	switch {
-	case f.rate > 0:
+	res.Rate, res.Pattern, res.Burst = f.rate, cmp.Or(f.pattern, qpme.PatternRegular), f.burst
+	if f.rate > 0 {
 		res.RateFrom = "--rate"
-	case best != nil:
-		res.Rate, res.RateFrom = best.RateAsked, fmt.Sprintf("sweep step %d, the highest asked rate below saturation (the sweep's and the model's, %.6g msg/s)", best.Index, sat)
-		if res.Pattern == "" {
-			res.Pattern = best.Pattern
-		}
-		if res.Burst == 0 {
-			res.Burst = best.Burst
-		}
-	default:
-		return errors.New("the calibration lists no completed step below saturation: give --rate")
+		return addWakeStage(cal, res)
 	}
-	if res.Pattern == "" {
-		res.Pattern = qpme.PatternRegular
+	// Highest first; at one rate, regular first.
+	slices.SortStableFunc(cands, func(a, b *recfile.SweepStep) int {
+		regular := func(s *recfile.SweepStep) int {
+			if s.Pattern == qpme.PatternRegular {
+				return 1
+			}
+			return 0
+		}
+		return cmp.Or(cmp.Compare(b.RateAsked, a.RateAsked), cmp.Compare(regular(b), regular(a)))
+	})
+	for _, s := range cands {
+		try := *cal
+		try.Stages = slices.Clone(cal.Stages)
+		r := *res
+		r.Warnings = slices.Clone(res.Warnings)
+		r.Rate, r.Pattern, r.Burst = s.RateAsked, cmp.Or(f.pattern, s.Pattern, qpme.PatternRegular), cmp.Or(f.burst, s.Burst)
+		if err := addWakeStage(&try, &r); err != nil {
+			return err
+		}
+		sat := min(jmva.Saturation(try.Stages, jmva.LayoutCPU)*float64(max(cal.CPUs, 1)), jmva.Saturation(try.Stages, jmva.LayoutStages))
+		if r.Rate < sat {
+			r.RateFrom = fmt.Sprintf("sweep step %d, the highest asked rate below saturation (the sweep's, and the model's with its wake-ups and background at that rate, %.6g msg/s)", s.Index, sat)
+			*cal, *res = try, r
+			return nil
+		}
 	}
-	return nil
+	return errors.New("the calibration lists no completed step below saturation, the sweep's and the model's: give --rate")
 }
 
 // addWakeStage gives the exported models, which have mean demands only,

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,9 +18,9 @@ import (
 // 125 µs (a shared CPU saturates at 8000 msg/s), steps at 1000, 5000 and
 // 9000 msg/s regular (the last saturated), 5000 bursty, and 8000 regular:
 // achieved by the sweep, but the model's own saturation.
-func exportCalibration(t *testing.T) string {
+func exportCalibration(t *testing.T, params ...recfile.CalParam) string {
 	dir := t.TempDir()
-	cal := recfile.Calibration{Sweep: "sweep1", Broker: "activemq", CPUs: 1,
+	cal := recfile.Calibration{Sweep: "sweep1", Broker: "activemq", CPUs: 1, Params: params,
 		Stages: []recfile.CalStage{
 			{Name: "accept-msg", MeanNs: 40000, DemandFile: "demand_accept-msg.txt"},
 			{Name: "process", MeanNs: 25000},
@@ -85,6 +86,30 @@ func TestExport(t *testing.T) {
 	qpe, _ := os.ReadFile(filepath.Join(dir, "model.qpe"))
 	if !strings.Contains(string(qpe), `pdf_filename="model-accept-msg-pdf.txt"`) || !strings.Contains(string(qpe), `offset="0.0002"`) {
 		t.Errorf("model.qpe lacks accept-msg's Empirical demand or the regular 1/5000 s arrivals")
+	}
+}
+
+// TestExportBackground: a background of 0.5 CPU (the idle step's) adds
+// 0.5 s / rate per message as a stage: with the stages' 125 µs the model
+// saturates at (1 − 0.5) / 125 µs = 4000 msg/s, so the rate exported is
+// the 1000 msg/s step's, not the 5000's, with a background stage of
+// 500 µs per message; its stated utilisation is 1000 × 625 µs.
+func TestExportBackground(t *testing.T) {
+	dir := exportCalibration(t, recfile.CalParam{Name: recfile.CalBackground, Value: 0.5, Unit: "CPUs", Source: "sweep idle step"})
+	out, err := exec.Command(binary, "export", dir, "--json").Output()
+	if err != nil {
+		t.Fatalf("export: %v", err)
+	}
+	var res exportResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("--json: %v\n%s", err, out)
+	}
+	if res.Rate != 1000 || !strings.Contains(res.RateFrom, "step 0") || math.Abs(res.BrokerUtil-0.625) > 1e-9 {
+		t.Errorf("rate %v from %q, stated utilisation %v: want 1000 from step 0, 0.625", res.Rate, res.RateFrom, res.BrokerUtil)
+	}
+	jm, _ := os.ReadFile(filepath.Join(dir, "model.jmva"))
+	if !strings.Contains(string(jm), "background") {
+		t.Errorf("model.jmva has no background stage")
 	}
 }
 
