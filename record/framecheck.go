@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/brokertrace/brokertrace/correlate"
 	"github.com/brokertrace/brokertrace/events"
@@ -108,8 +109,10 @@ func (f *frameCheck) Finish(*source.Timeline) (source.Result, error) {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("matching by frame disagrees with matching by marker on %d of %d copies (%d matched otherwise, %d not found by frame): %s lists them",
 			n, c.Copies, c.Differs, c.MarkerOnly, recfile.MatchCheckFile))
 	}
-	if d := stats.DroppedEvents; d > 0 {
-		res.Warnings = append(res.Warnings, fmt.Sprintf("the frame probe dropped %d events (ring buffer full): its copies are missing from the check", d))
+	// What the frame probe lost or could not parse (TLS connections, bad
+	// frames…), as a recording by frame says it.
+	for _, w := range warnings(stats, c.Frame) {
+		res.Warnings = append(res.Warnings, "the frame probe: "+strings.TrimPrefix(w, "--match frame: "))
 	}
 	if err := f.rows.Close(); err != nil || f.writeErr != nil {
 		return res, fmt.Errorf("%s: %v", recfile.MatchCheckFile, cmp.Or(f.writeErr, err))

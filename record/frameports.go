@@ -28,8 +28,9 @@ func (r *recorder) framePorts() (map[uint16]frame.Proto, error) {
 	return ports, nil
 }
 
-// ErrNoFramePorts: --match frame found no port whose protocol it knows.
-var ErrNoFramePorts = errors.New("record: --match frame: the broker listens on no port of a known protocol; say which with --frame-port PORT=PROTO")
+// ErrNoFramePorts: --match frame (or both) found no port whose protocol
+// it knows.
+var ErrNoFramePorts = errors.New("record: --match frame or both: the broker listens on no port of a known protocol; say which with --frame-port PORT=PROTO")
 
 // kindProtos are the protocols of brokers that speak one only.
 var kindProtos = map[string]frame.Proto{"nats": frame.NATS, "mosquitto": frame.MQTT, "redis": frame.Redis}

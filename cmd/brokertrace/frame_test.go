@@ -461,9 +461,15 @@ func TestFrameTLS(t *testing.T) {
 	pool := testutil.ServerCert(t, dir)
 	srv := testbroker.StartNATS(t, "--tls", "--tlscert", filepath.Join(dir, testutil.ServerFile),
 		"--tlskey", filepath.Join(dir, testutil.ServerKeyFile))
-	out := filepath.Join(t.TempDir(), "rec")
+	// By frame, and by both at once: the check's frame probe must say
+	// the same.
+	out, both := filepath.Join(t.TempDir(), "rec"), filepath.Join(t.TempDir(), "both")
 	rec := exec.Command(binary, "record", "--pid", strconv.Itoa(srv.PID()), "--match", "frame", "--out", out, "--quiet")
-	testutil.WaitAttached(t, rec, srv.PID())
+	recBoth := exec.Command(binary, "record", "--pid", strconv.Itoa(srv.PID()), "--match", "both", "--out", both, "--quiet")
+	waits := []func(){testutil.StartAttach(t, rec, srv.PID()), testutil.StartAttach(t, recBoth, srv.PID())}
+	for _, wait := range waits {
+		wait()
+	}
 	var conns []*nats.Conn
 	for range 2 {
 		nc, err := nats.Connect(srv.URL(), nats.Secure(&tls.Config{RootCAs: pool}))
@@ -484,9 +490,11 @@ func TestFrameTLS(t *testing.T) {
 	for range 100 {
 		<-got
 	}
-	rec.Process.Signal(os.Interrupt)
-	if err := rec.Wait(); err != nil {
-		t.Fatal(err)
+	for _, r := range []*exec.Cmd{rec, recBoth} {
+		r.Process.Signal(os.Interrupt)
+		if err := r.Wait(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var meta recfile.Meta
 	if err := recfile.ReadJSON(out, recfile.MetaFile, &meta); err != nil {
@@ -498,4 +506,13 @@ func TestFrameTLS(t *testing.T) {
 		t.Fatalf("frame counters %+v, %d rows, warnings %q", f, meta.Rows, meta.Warnings)
 	}
 	t.Logf("%d TLS connections, %d bytes in and %d out encrypted; warning present", f.TLS, f.Encrypted[0], f.Encrypted[1])
+	chk := readCheck(t, both)
+	var bm recfile.Meta
+	if err := recfile.ReadJSON(both, recfile.MetaFile, &bm); err != nil {
+		t.Fatal(err)
+	}
+	warned = slices.ContainsFunc(bm.Warnings, func(w string) bool { return strings.Contains(w, "the frame probe: 2 connections are encrypted (TLS)") })
+	if bf := chk.FrameProbe.Frame; bf == nil || bf.TLS != 2 || chk.Copies != 0 || chk.FrameOnly != 0 || !warned {
+		t.Fatalf("--match both: frame counters %+v, check %+v, warnings %q", bf, chk, bm.Warnings)
+	}
 }
