@@ -23,6 +23,7 @@ type progress struct {
 	begun    time.Time
 	stepBase time.Duration // a step's expected wall time before one ran
 	spent    time.Duration // wall time of the steps run so far
+	after    time.Duration // the idle step's expected wall time, after the steps
 	mu       sync.Mutex
 	stopTick chan struct{}
 	line     string
@@ -41,14 +42,14 @@ func newProgress(w io.Writer, total int, step time.Duration) *progress {
 	return p
 }
 
-// eta is the expected time left, the current step included, from the
-// mean wall time of the steps run so far.
+// eta is the expected time left, the current step and the idle step
+// included, from the mean wall time of the steps run so far.
 func (p *progress) eta(now time.Time, stepStart time.Time) time.Duration {
 	per := p.stepBase
 	if done := p.started - 1; done > 0 {
 		per = p.spent / time.Duration(done)
 	}
-	left := time.Duration(p.total-p.started+1)*per - now.Sub(stepStart)
+	left := time.Duration(p.total-p.started+1)*per - now.Sub(stepStart) + p.after
 	return max(left, 0).Round(time.Second)
 }
 

@@ -64,6 +64,9 @@ func Run(ctx context.Context, cfg Config) (*recfile.Sweep, error) {
 		total = 0 // the search decides as it goes
 	}
 	s.prog = newProgress(cfg.Progress, total, time.Duration(cfg.Options.StepNs))
+	if cfg.Options.IdleNs > 0 && (sw.Idle == nil || sw.Idle.Status != recfile.SweepDone) {
+		s.prog.after = time.Duration(cfg.Options.IdleNs) + idleSettle + stepOverhead
+	}
 	err = s.steps(ctx)
 	if err == nil {
 		err = s.idle(ctx)
