@@ -3,6 +3,9 @@ package sockq
 import (
 	"math"
 	"testing"
+	"time"
+
+	"github.com/brokertrace/brokertrace/source"
 )
 
 func TestLookup(t *testing.T) {
@@ -159,5 +162,23 @@ func TestPrune(t *testing.T) {
 	a.Add(&Sample{Sock: 1, Cookie: 1, RcvNxt: 400, Time: 310})
 	if got, out := a.Lookup(1, 350, 320); got != 310 || out != Found {
 		t.Errorf("after prune: %d, %v", got, out)
+	}
+}
+
+// TestHorizon: samples are kept as long as a row can need them: the
+// recording's bound on a message's time in the broker and a margin for
+// its wait in the socket queue, unless asked otherwise.
+func TestHorizon(t *testing.T) {
+	for _, c := range []struct {
+		asked, ttl, want time.Duration
+	}{
+		{0, 5 * time.Second, 15 * time.Second},
+		{0, time.Minute, 70 * time.Second},
+		{0, 0, DefaultHorizon},
+		{3 * time.Second, 5 * time.Second, 3 * time.Second},
+	} {
+		if got := horizon(SourceOptions{Horizon: c.asked}, &source.Env{MaxInBroker: c.ttl}); got != c.want {
+			t.Errorf("--sockq-horizon %v, --id-ttl %v: %v, want %v", c.asked, c.ttl, got, c.want)
+		}
 	}
 }

@@ -24,10 +24,18 @@ const (
 	WaitColumn   = recfile.SockqWaitColumn
 )
 
-// DefaultHorizon is how far behind the newest sample samples are kept: a
-// message that stays in the broker longer than this between being read and
-// written gets empty fields, counted as pruned.
+// DefaultHorizon is how far behind the newest sample samples are kept
+// when the recording does not bound how long a message may stay in the
+// broker (Env.MaxInBroker): a message whose bytes arrived longer than this
+// before its copy was written gets empty fields, counted as pruned.
 const DefaultHorizon = 60 * time.Second
+
+// waitMargin is kept beyond Env.MaxInBroker: a message's bytes wait in the
+// socket's receive queue before the broker reads them (its t_in), and its
+// row waits for the recording's watermark after it left. Samples are one
+// per message (16 bytes): at 100 000 msg/s the default 5 s --id-ttl keeps
+// 15 s of them, 24 MB, where DefaultHorizon would keep 96 MB.
+const waitMargin = 10 * time.Second
 
 const (
 	// watermarkMargin is taken off the time of a read pass that found the
@@ -43,7 +51,7 @@ const (
 type SourceOptions struct {
 	Path     Path
 	RingSize int           // 0: 8 MiB
-	Horizon  time.Duration // 0: DefaultHorizon
+	Horizon  time.Duration // 0: Env.MaxInBroker + waitMargin, or DefaultHorizon
 }
 
 // Source adds to every message of a recording when its bytes arrived on the
@@ -70,10 +78,19 @@ type Source struct {
 
 // NewSource returns the socket-queue source.
 func NewSource(opts SourceOptions) *Source {
-	if opts.Horizon <= 0 {
-		opts.Horizon = DefaultHorizon
-	}
 	return &Source{opts: opts}
+}
+
+// horizon is how long samples are kept: as asked, else as long as a row
+// can still need them.
+func horizon(opts SourceOptions, env *source.Env) time.Duration {
+	switch {
+	case opts.Horizon > 0:
+		return opts.Horizon
+	case env.MaxInBroker > 0:
+		return env.MaxInBroker + waitMargin
+	}
+	return DefaultHorizon
 }
 
 func (s *Source) Name() string { return "sockq" }
@@ -96,6 +113,7 @@ func (s *Source) Start(env *source.Env) error {
 		return fmt.Errorf("%w: %v", source.ErrUnavailable, err)
 	}
 	s.tr = tr
+	s.opts.Horizon = horizon(s.opts, env)
 	s.arr = NewArrivals(int64(s.opts.Horizon))
 	s.waits = hdrhistogram.New(1, int64(time.Hour), 3)
 	s.nextPrune = monotime.Now() + pruneEvery
@@ -232,7 +250,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	add(s.outcomes[NoSocket], "%d rows have no t_arrive_ns: the connection they came in on was not sampled (not accepted on a listening port of the target)", s.outcomes[NoSocket])
 	add(s.outcomes[BeforeProbe], "%d rows have no t_arrive_ns: their bytes came in the first chunk sampled on a connection older than the recording", s.outcomes[BeforeProbe])
 	add(s.outcomes[NoSample], "%d rows have no t_arrive_ns: no sample reached their bytes by the time they were read (samples lost)", s.outcomes[NoSample])
-	add(s.outcomes[Pruned], "%d rows have no t_arrive_ns: they stayed in the broker longer than the %v horizon", s.outcomes[Pruned], s.opts.Horizon)
+	add(s.outcomes[Pruned], "%d rows have no t_arrive_ns: their bytes arrived more than the %v horizon (--sockq-horizon) before their copy left", s.outcomes[Pruned], s.opts.Horizon)
 	add(st.Unbound, "%d listening sockets the target opened while recorded had no port when they began listening (listen(2) before bind(2)): their connections were not sampled", st.Unbound)
 	if statErr != nil {
 		w = append(w, "probe counters could not be read: "+statErr.Error())

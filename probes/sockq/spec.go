@@ -27,7 +27,7 @@ func Spec() source.Spec {
 			fl.BoolVar(&on, "sockq", true, "record when each message's bytes were queued on the broker's socket and how long they waited there (t_arrive_ns, sockq_wait_ns in messages.csv)")
 			fl.StringVar(&path, "sockq-path", "auto", "socket-queue probe hook: auto, data_ready (sock:sk_data_ready, Linux 6.3+) or tcp_probe (older kernels)")
 			fl.IntVar(&opts.RingSize, "sockq-ring-size", 8<<20, "socket-queue probe ring buffer size in bytes (a power of two)")
-			fl.DurationVar(&opts.Horizon, "sockq-horizon", DefaultHorizon, "keep socket-queue samples this long: messages that stay longer in the broker get empty t_arrive_ns")
+			fl.DurationVar(&opts.Horizon, "sockq-horizon", 0, "keep socket-queue samples this long: messages whose bytes arrived longer before their copy left get empty t_arrive_ns (default: --id-ttl + 10s)")
 		},
 		New: func(*process.Process) (source.Source, error) {
 			if !on {
@@ -46,8 +46,8 @@ func Spec() source.Spec {
 			if opts.RingSize < os.Getpagesize() || opts.RingSize&(opts.RingSize-1) != 0 {
 				return nil, fmt.Errorf("record: --sockq-ring-size must be a power of two of at least %d bytes", os.Getpagesize())
 			}
-			if opts.Horizon < time.Second {
-				return nil, errors.New("record: --sockq-horizon must be at least 1s")
+			if opts.Horizon != 0 && opts.Horizon < time.Second {
+				return nil, errors.New("record: --sockq-horizon must be at least 1s (or 0: --id-ttl + 10s)")
 			}
 			return NewSource(opts), nil
 		},
