@@ -3,7 +3,6 @@ package collect
 import (
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -60,23 +59,6 @@ func (s *Source) closeCores() error {
 	return s.coresErr
 }
 
-// writeWindows writes cpu.csv.
-func (s *Source) writeWindows(tl *source.Timeline) error {
-	t, err := recfile.CreateTable[recfile.CPURow](s.env.Out, recfile.CPUFile)
-	if err != nil {
-		return err
-	}
-	for i := 1; i < len(s.readings); i++ {
-		a, z := &s.readings[i-1], &s.readings[i]
-		if z.t <= a.t {
-			continue
-		}
-		row := s.window(a, z, tl)
-		t.Write(&row)
-	}
-	return t.Close()
-}
-
 // window is the row of cpu.csv for the window between readings a and z.
 func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 	dt := float64(z.t - a.t)
@@ -118,44 +100,4 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 		row.SystemFrac = float64(d.busy()) / dt / float64(z.ncpu)
 	}
 	return row
-}
-
-// writePerMsg writes cpu_per_msg.csv: for every Every-th message copy leaving
-// the broker, the broker's cumulative CPU U_n at the time T_n it left,
-// interpolated linearly between the readings around T_n, and the ZeroMQ
-// C_n = (U_n − U_{n−Every}) / (T_n − T_{n−Every}).
-func (s *Source) writePerMsg(tl *source.Timeline) (rows, skipped int, err error) {
-	tab, err := recfile.CreateTable[recfile.CPUPerMsgRow](s.env.Out, recfile.CPUPerMsgFile)
-	if err != nil {
-		return 0, 0, err
-	}
-	var ts, us []int64
-	for i := range s.readings {
-		if v, ok := s.readings[i].brokerNs(s.perMsgSrc); ok {
-			ts = append(ts, s.readings[i].t)
-			us = append(us, v)
-		}
-	}
-	havePrev := false
-	var prevT, prevU int64
-	for n := s.opts.Every; n <= tl.Outs(); n += s.opts.Every {
-		t, _ := tl.OutAt(n) // every Every-th is kept
-		if len(ts) < 2 || t < ts[0] || t > ts[len(ts)-1] {
-			skipped++
-			continue
-		}
-		k := sort.Search(len(ts), func(i int) bool { return ts[i] > t }) - 1
-		u := us[k]
-		if k+1 < len(ts) {
-			u += int64(math.Round(float64(us[k+1]-us[k]) * float64(t-ts[k]) / float64(ts[k+1]-ts[k])))
-		}
-		row := recfile.CPUPerMsgRow{N: int64(n), T: t, CPUNs: u - us[0], CN: math.NaN()}
-		if havePrev && t > prevT {
-			row.CN = float64(u-prevU) / float64(t-prevT)
-		}
-		tab.Write(&row)
-		rows++
-		havePrev, prevT, prevU = true, t, u
-	}
-	return rows, skipped, tab.Close()
 }

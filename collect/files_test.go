@@ -42,7 +42,13 @@ func randSource(t *testing.T, rng *rand.Rand) (*Source, *source.Timeline) {
 	ts := int64(1e9)
 	for range rng.IntN(30) {
 		ts += rng.Int64N(2e8) - 2e7
-		s.readings = append(s.readings, randReading(rng, ts))
+		r := randReading(rng, ts)
+		s.readings = append(s.readings, r)
+		s.ends.add(r, s.kept, false)
+		s.kept++
+	}
+	if err := s.createFiles(s.env); err != nil {
+		t.Fatal(err)
 	}
 	tl := &source.Timeline{}
 	for range rng.IntN(3000) {
@@ -57,19 +63,13 @@ func TestFilesAsBefore(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range 300 {
 		s, tl := randSource(t, rng)
-		if err := s.writeWindows(tl); err != nil {
-			t.Fatal(err)
+		wantWin, wantPerMsg := oldWindows(s, tl), oldPerMsg(s, tl)
+		if winErr, perMsgErr := s.closeFiles(tl); winErr != nil || perMsgErr != nil {
+			t.Fatal(winErr, perMsgErr)
 		}
-		if _, _, err := s.writePerMsg(tl); err != nil {
-			t.Fatal(err)
-		}
-		sameFile(t, i, s.env.Out.Join(recfile.CPUFile), oldWindows(s, tl))
-		sameFile(t, i, s.env.Out.Join(recfile.CPUPerMsgFile), oldPerMsg(s, tl))
+		sameFile(t, i, s.env.Out.Join(recfile.CPUFile), wantWin)
+		sameFile(t, i, s.env.Out.Join(recfile.CPUPerMsgFile), wantPerMsg)
 
-		var err error
-		if s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](s.env.Out, recfile.CPUCoresFile); err != nil {
-			t.Fatal(err)
-		}
 		want := []byte("t_start_ns,t_end_ns,cpu,busy_util,user_util,nice_util,system_util,irq_util,softirq_util,iowait_util,steal_util,idle_util,busy_exact_util\n")
 		for range rng.IntN(4) {
 			s.perPrev, s.perLast = map[int64]cpuTimes{}, map[int64]cpuTimes{}
@@ -231,4 +231,93 @@ func oldPerMsg(s *Source, tl *source.Timeline) []byte {
 		havePrev, prevT, prevU = true, t, u
 	}
 	return b
+}
+
+// TestStreamedAsAtOnce: cpu.csv and cpu_per_msg.csv written as a
+// recording's timeline folds, readings let go of on the way, are the same
+// to the byte as written at the end from every reading and message time
+// (the files before they were streamed), and the readings held stay a
+// streamLag's worth whatever the recording's length.
+func TestStreamedAsAtOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := range 20 {
+		every := 1 + rng.IntN(20)
+		srcs := []string{"cgroup", "schedstat", "stat"}
+		brokerSrc, perMsgSrc := srcs[rng.IntN(3)], srcs[rng.IntN(3)]
+		// 2000 readings 50–150 ms apart, each counter read 9 times in 10.
+		var readings []reading
+		ts := int64(1e9)
+		for range 2000 {
+			ts += 5e7 + rng.Int64N(1e8)
+			r := randReading(rng, ts)
+			r.cgOK, r.runOK, r.statOK, r.systemOK = rng.IntN(10) > 0, rng.IntN(10) > 0, rng.IntN(10) > 0, rng.IntN(10) > 0
+			readings = append(readings, r)
+		}
+		// Messages in and out at random over the readings' span but its
+		// first 20 s (before the timeline folds anything), in time order.
+		var ins, outs []int64
+		for range 20000 {
+			ins = append(ins, 21e9+rng.Int64N(ts-21e9))
+			outs = append(outs, 21e9+rng.Int64N(ts-21e9))
+		}
+		slices.Sort(ins)
+		slices.Sort(outs)
+
+		streamed := func() (*Source, int) {
+			tl := source.NewTimeline(source.DefaultHold)
+			s := NewSource(Options{Every: every})
+			s.env = &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}
+			s.brokerSrc, s.perMsgSrc = brokerSrc, perMsgSrc
+			tl.KeepEvery(every)
+			if err := s.createFiles(s.env); err != nil {
+				t.Fatal(err)
+			}
+			most, a, b := 0, 0, 0
+			// The socket probe's events reach the timeline up to half a
+			// second after their time (a ring buffer read late).
+			const late = 5e8
+			for _, r := range readings {
+				for ; a < len(ins) && ins[a] < r.t-late; a++ {
+					tl.AddIn(ins[a])
+				}
+				for ; b < len(outs) && outs[b] < r.t-late; b++ {
+					tl.AddOut(outs[b])
+				}
+				s.add(r, nil)
+				s.stream(tl, settled(tl), false)
+				most = max(most, len(s.readings))
+			}
+			for ; a < len(ins); a++ {
+				tl.AddIn(ins[a])
+			}
+			for ; b < len(outs); b++ {
+				tl.AddOut(outs[b])
+			}
+			tl.Sort()
+			if winErr, perMsgErr := s.closeFiles(tl); winErr != nil || perMsgErr != nil {
+				t.Fatal(winErr, perMsgErr)
+			}
+			return s, most
+		}
+		s, most := streamed()
+
+		// The same at once, from every reading and a timeline of every
+		// time.
+		at := NewSource(Options{Every: every})
+		at.env = &source.Env{Out: testutil.OutDir(t, t.TempDir())}
+		at.brokerSrc, at.perMsgSrc = brokerSrc, perMsgSrc
+		at.readings = readings
+		tl := &source.Timeline{In: ins, Out: outs}
+		sameFile(t, i, s.env.Out.Join(recfile.CPUFile), oldWindows(at, tl))
+		sameFile(t, i, s.env.Out.Join(recfile.CPUPerMsgFile), oldPerMsg(at, tl))
+		// streamLag (10 s) and the timeline's fold (up to two holds) are
+		// about 105 readings here, and 256 more may wait to be let go of
+		// at once: twice the first is allowed for the spacing's spread.
+		if most > 2*105+256 {
+			t.Fatalf("case %d: held up to %d readings of 2000", i, most)
+		}
+		if s.perMsg.rows == 0 {
+			t.Fatalf("case %d: no cpu_per_msg.csv row", i)
+		}
+	}
 }

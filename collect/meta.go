@@ -3,7 +3,6 @@ package collect
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/brokertrace/brokertrace/recfile"
@@ -75,7 +74,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	res := source.Result{Files: []string{recfile.CPUFile, recfile.CPUPerMsgFile, recfile.CPUCoresFile}}
 	meta := CPUMeta{
 		Cgroup: s.info, Missing: s.missing, BrokerCPUSource: s.brokerSrc, PerMsgSource: s.perMsgSrc,
-		Every: s.opts.Every, Samples: len(s.readings), Reads: s.reads, Failures: s.fails,
+		Every: s.opts.Every, Samples: s.kept, Reads: s.reads, Failures: s.fails,
 		Threads: s.proc.seen, ThreadsEnded: s.proc.exited,
 		ExactBusyMissing: s.idleWhy,
 	}
@@ -89,19 +88,20 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	}
 	if n := len(s.readings); n > 0 {
 		meta.CPUs = s.readings[n-1].ncpu
-		meta.Totals.DurationNs = s.readings[n-1].t - s.readings[0].t
+		meta.Totals.DurationNs = s.readings[n-1].t - s.firstT
 	}
 	var errs []error
 	if err := s.closeCores(); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUCoresFile, err))
 	}
-	if err := s.writeWindows(tl); err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUFile, err))
+	winErr, perMsgErr := s.closeFiles(tl)
+	if winErr != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUFile, winErr))
 	}
-	rows, skipped, err := s.writePerMsg(tl)
-	if err != nil {
-		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUPerMsgFile, err))
+	if perMsgErr != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", recfile.CPUPerMsgFile, perMsgErr))
 	}
+	rows, skipped := s.perMsg.rows, s.perMsg.skipped
 	meta.PerMsgRows, meta.PerMsgSkipped = rows, skipped
 	broker := s.totals(&meta.Totals, tl.Ins())
 	res.Meta = meta
@@ -114,22 +114,20 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 // returns the broker CPU over the recording (nil when unknown). in is the
 // number of messages that entered the broker.
 func (s *Source) totals(t *Totals, in int) (broker *int64) {
-	cgOK := func(r *reading) bool { return r.cgOK }
-	runOK := func(r *reading) bool { return r.runOK }
-	statOK := func(r *reading) bool { return r.statOK }
-	sysOK := func(r *reading) bool { return r.systemOK }
-	t.CgroupNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.total })
-	t.CgroupUserNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.user })
-	t.CgroupSysNs = s.delta(cgOK, func(r *reading) int64 { return r.cg.sys })
-	t.SchedstatNs = s.delta(runOK, func(r *reading) int64 { return r.run })
-	t.SchedstatWaitNs = s.delta(runOK, func(r *reading) int64 { return r.wait })
-	t.StatUserNs = s.delta(statOK, func(r *reading) int64 { return r.user })
-	t.StatSysNs = s.delta(statOK, func(r *reading) int64 { return r.sys })
-	t.SystemBusyNs = s.delta(sysOK, func(r *reading) int64 { return r.system.busy() })
-	t.SystemIRQNs = s.delta(sysOK, func(r *reading) int64 { return r.system.irq })
-	t.SystemSoftIRQNs = s.delta(sysOK, func(r *reading) int64 { return r.system.softirq })
-	broker = s.delta(func(r *reading) bool { _, ok := r.brokerNs(s.brokerSrc); return ok },
-		func(r *reading) int64 { v, _ := r.brokerNs(s.brokerSrc); return v })
+	cg := func(v func(*reading) int64) *int64 { return s.delta(cCgroup, v) }
+	t.CgroupNs = cg(func(r *reading) int64 { return r.cg.total })
+	t.CgroupUserNs = cg(func(r *reading) int64 { return r.cg.user })
+	t.CgroupSysNs = cg(func(r *reading) int64 { return r.cg.sys })
+	t.SchedstatNs = s.delta(cSchedstat, func(r *reading) int64 { return r.run })
+	t.SchedstatWaitNs = s.delta(cSchedstat, func(r *reading) int64 { return r.wait })
+	t.StatUserNs = s.delta(cStat, func(r *reading) int64 { return r.user })
+	t.StatSysNs = s.delta(cStat, func(r *reading) int64 { return r.sys })
+	t.SystemBusyNs = s.delta(cSystem, func(r *reading) int64 { return r.system.busy() })
+	t.SystemIRQNs = s.delta(cSystem, func(r *reading) int64 { return r.system.irq })
+	t.SystemSoftIRQNs = s.delta(cSystem, func(r *reading) int64 { return r.system.softirq })
+	if c, ok := counterOf(s.brokerSrc); ok {
+		broker = s.delta(c, func(r *reading) int64 { v, _ := r.brokerNs(s.brokerSrc); return v })
+	}
 	if broker != nil && t.SystemBusyNs != nil {
 		d := *t.SystemBusyNs - *broker
 		t.SystemMinusNs = &d
@@ -149,34 +147,22 @@ func (s *Source) totals(t *Totals, in int) (broker *int64) {
 // exactBusy is all CPUs' exact busy time between the first and the last
 // reading of every CPU's busy clock.
 func (s *Source) exactBusy() *int64 {
-	i := slices.IndexFunc(s.readings, func(r reading) bool { return r.busyOK })
-	j := len(s.readings) - 1
-	for j > i && !s.readings[j].busyOK {
-		j--
-	}
-	if i < 0 || j <= i || s.readings[i].busyN != s.readings[j].busyN {
+	first, last := s.ends.span(cBusy)
+	if first == nil || first.busyN != last.busyN {
 		return nil
 	}
-	d := s.readings[j].busy - s.readings[i].busy
+	d := last.busy - first.busy
 	return &d
 }
 
-// delta is the change of a counter between the first and the last reading
-// where it was readable.
-func (s *Source) delta(ok func(*reading) bool, v func(*reading) int64) *int64 {
-	first, last := -1, -1
-	for i := range s.readings {
-		if ok(&s.readings[i]) {
-			if first < 0 {
-				first = i
-			}
-			last = i
-		}
-	}
-	if first < 0 || first == last {
+// delta is the change of counter c between the first and the last reading
+// that read it.
+func (s *Source) delta(c counter, v func(*reading) int64) *int64 {
+	first, last := s.ends.span(c)
+	if first == nil {
 		return nil
 	}
-	d := v(&s.readings[last]) - v(&s.readings[first])
+	d := v(last) - v(first)
 	return &d
 }
 

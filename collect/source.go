@@ -68,7 +68,21 @@ type Source struct {
 	idle    *idleReader
 	idleWhy string
 
+	// readings are those cpu.csv and cpu_per_msg.csv still need, from
+	// the start of the next window not written (winDone) on (stream.go);
+	// ends holds each counter's first and last for the totals, kept
+	// counts them all.
 	readings []reading
+	winDone  int
+	ends     ends
+	kept     int
+	firstT   int64
+	// win and perMsgTab are cpu.csv and cpu_per_msg.csv, written as the
+	// timeline settles.
+	win       *recfile.Table[recfile.CPURow]
+	winErr    error
+	perMsgTab *recfile.Table[recfile.CPUPerMsgRow]
+	perMsg    perMsgState
 	// brokerSrc is the broker CPU used for system_minus_broker_util and
 	// cpu_ns_per_msg: cgroup when readable, else schedstat, else stat.
 	brokerSrc string
@@ -150,10 +164,9 @@ func (s *Source) Start(env *source.Env) error {
 	s.cg, s.info, missing = openCgroup(discover(s.opts.cgroupRoot), env.Target.PID, s.opts.cgroupPath)
 	s.missing = append(s.missing, missing...)
 
-	// cpu_cores.csv is written as the readings come, so that a long
-	// recording on a many-CPU host keeps only totals in memory.
-	s.cores, err = recfile.CreateTable[recfile.CPUCoreRow](env.Out, recfile.CPUCoresFile)
-	if err != nil {
+	// The three files are written as the readings come, so that a long
+	// recording keeps only what the rows to come need in memory.
+	if err := s.createFiles(env); err != nil {
 		return err
 	}
 
@@ -170,7 +183,7 @@ func (s *Source) Start(env *source.Env) error {
 		s.missing = append(s.missing, fmt.Sprintf("/proc/stat: %v", s.lastErr["system"]))
 	}
 	if s.cg == nil && !first.runOK && !first.statOK && !first.systemOK {
-		s.cores.Abort()
+		s.abortFiles()
 		if s.idle != nil {
 			s.idle.close()
 		}
@@ -275,11 +288,17 @@ func (s *Source) add(r reading, per map[int64]cpuTimes) {
 			return
 		}
 		*last = r
+		s.ends.add(r, s.kept-1, true)
 		s.mark(r.t)
 		s.perLast, s.busyLast, s.tLast = per, r.busyPer, r.t
 		return
 	}
 	s.flushCores()
+	if s.kept == 0 {
+		s.firstT = r.t
+	}
+	s.ends.add(r, s.kept, false)
+	s.kept++
 	s.readings = append(s.readings, r)
 	s.mark(r.t)
 	s.perPrev, s.busyPrev, s.tPrev = s.perLast, s.busyLast, s.tLast
@@ -301,6 +320,9 @@ func (s *Source) Sample(now int64) {
 		return
 	}
 	s.add(s.read())
+	if tl := s.env.Timeline; tl != nil {
+		s.stream(tl, settled(tl), false)
+	}
 }
 
 // Drain implements source.Source: the recording has taken its last sample.

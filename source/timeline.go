@@ -44,9 +44,11 @@ type Timeline struct {
 	// the first edge, k = len(edges): after the last).
 	inN, outN []int
 	ins, outs int // folded totals
-	// every, nth: the time of every every-th folded copy out.
-	every int
-	nth   []int64
+	// every, nth: the time of every every-th folded copy out, from the
+	// (nthBase+1)·every-th on (ForgetOutAt let go of those before).
+	every   int
+	nth     []int64
+	nthBase int
 	// folded: times before foldedTo are in the counts.
 	folded   bool
 	foldedTo int64
@@ -272,10 +274,43 @@ func (tl *Timeline) OutAt(n int) (t int64, ok bool) {
 		return 0, false
 	case n > tl.outs:
 		return tl.Out[n-tl.outs-1], true
-	case tl.every > 0 && n%tl.every == 0:
-		return tl.nth[n/tl.every-1], true
+	case tl.every > 0 && n%tl.every == 0 && n/tl.every-1 >= tl.nthBase:
+		return tl.nth[n/tl.every-1-tl.nthBase], true
 	}
 	return 0, false
+}
+
+// ForgetOutAt lets go of the kept times of the copies ranked up to n: a
+// source that has used them (cpu_per_msg.csv) keeps the timeline from
+// growing with the recording. OutAt answers no more for them.
+func (tl *Timeline) ForgetOutAt(n int) {
+	if tl == nil {
+		return
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if tl.every <= 0 {
+		return
+	}
+	// Moved once at least half can go: each time is moved once or twice.
+	if drop := min(n/tl.every-tl.nthBase, len(tl.nth)); drop > 0 && drop >= len(tl.nth)/2 {
+		tl.nth = append(tl.nth[:0], tl.nth[drop:]...)
+		tl.nthBase += drop
+	}
+}
+
+// Folded is the time before which the timeline's counts are final but
+// for copies read late (LateOuts); math.MinInt64 before any is.
+func (tl *Timeline) Folded() int64 {
+	if tl == nil {
+		return math.MinInt64
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if !tl.folded || tl.inN == nil {
+		return math.MinInt64
+	}
+	return tl.foldedTo
 }
 
 // Newest is the time of the newest message in or out seen so far, 0

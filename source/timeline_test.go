@@ -137,3 +137,38 @@ func TestTimelineCountsWhatItCannotAnswer(t *testing.T) {
 		t.Errorf("an edge marked in the folded past: inexact %d, want 2", tl.Inexact())
 	}
 }
+
+// TestTimelineForgetOutAt: the kept times of copies ranked up to what a
+// source has used are let go of, the rest still answered, and the kept
+// times stay a bounded number however many copies pass.
+func TestTimelineForgetOutAt(t *testing.T) {
+	const every, lag = 7, 50 // ranks used this far behind the newest kept
+	tl := NewTimeline(5_050)
+	tl.KeepEvery(every)
+	used, most := 0, 0
+	var outs []int64
+	for i := range 400_000 {
+		at := int64(i * 10)
+		tl.AddOut(at)
+		outs = append(outs, at)
+		if i%100 == 0 {
+			tl.Mark(at)
+			if newest := tl.outs / every * every; newest-lag*every > used {
+				used = newest - lag*every
+				tl.ForgetOutAt(used)
+			}
+			most = max(most, len(tl.nth))
+		}
+	}
+	if _, ok := tl.OutAt(tl.nthBase * every); tl.nthBase == 0 || ok {
+		t.Errorf("%d times let go of; copy %d answered: %v", tl.nthBase, tl.nthBase*every, ok)
+	}
+	for k := used + every; k <= tl.outs; k += every {
+		if got, ok := tl.OutAt(k); !ok || got != outs[k-1] {
+			t.Fatalf("copy %d left at %d (%v), want %d", k, got, ok, outs[k-1])
+		}
+	}
+	if most > 3*lag {
+		t.Errorf("kept up to %d times of %d, want at most %d", most, tl.outs/every, 3*lag)
+	}
+}
