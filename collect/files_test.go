@@ -284,7 +284,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 					tl.AddOut(outs[b])
 				}
 				s.add(r, nil)
-				s.stream(tl, settled(tl), false)
+				s.stream(tl, tl.Settled(streamLag), false)
 				most = max(most, len(s.readings))
 			}
 			for ; a < len(ins); a++ {

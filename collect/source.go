@@ -321,7 +321,7 @@ func (s *Source) Sample(now int64) {
 	}
 	s.add(s.read())
 	if tl := s.env.Timeline; tl != nil {
-		s.stream(tl, settled(tl), false)
+		s.stream(tl, tl.Settled(streamLag), false)
 	}
 }
 

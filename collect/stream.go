@@ -17,20 +17,9 @@ import (
 // (a reading a window, 36 000 an hour; a copy time every Every copies,
 // 3.6 million an hour at 100 000 msg/s).
 
-// streamLag is how far behind the timeline's folded past rows are
-// written: a copy out read after its time was folded (LateOuts) still
-// counts in its window if it comes within it.
-const streamLag = int64(10e9)
-
-// settled is the time before which tl's counts are final enough to write:
-// streamLag behind its folded past; math.MinInt64 before it folded.
-func settled(tl *source.Timeline) int64 {
-	f := tl.Folded()
-	if f < math.MinInt64+streamLag {
-		return math.MinInt64
-	}
-	return f - streamLag
-}
+// streamLag is how far behind the timeline's folded past rows are written
+// (source.StreamLag).
+const streamLag = source.StreamLag
 
 // counter is one of the counters a reading holds; ends keeps the first
 // and last reading where each was read, for the totals of meta.json.

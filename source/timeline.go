@@ -58,6 +58,12 @@ type Timeline struct {
 	late, inexact    int
 }
 
+// StreamLag is how far behind the timeline's folded past the sources
+// write the rows of their windows as the recording goes (Settled): a copy
+// out read after its time was folded (LateOuts) still counts in its
+// window if it comes within it.
+const StreamLag = int64(10 * time.Second)
+
 // DefaultHold is how far behind the newest event and the newest edge a
 // recording's Timeline folds times into counts: ring buffer records of
 // different CPUs arrive within microseconds of time order and the sources
@@ -297,6 +303,17 @@ func (tl *Timeline) ForgetOutAt(n int) {
 		tl.nth = append(tl.nth[:0], tl.nth[drop:]...)
 		tl.nthBase += drop
 	}
+}
+
+// Settled is lag before Folded: a source that writes rows counting the
+// messages of its windows as the recording goes writes those that end
+// before it; math.MinInt64 before anything is folded.
+func (tl *Timeline) Settled(lag int64) int64 {
+	f := tl.Folded()
+	if f < math.MinInt64+lag {
+		return math.MinInt64
+	}
+	return f - lag
 }
 
 // Folded is the time before which the timeline's counts are final but

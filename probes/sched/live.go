@@ -20,7 +20,8 @@ func (s *Source) LiveValues() map[string]float64 {
 	}
 	v := map[string]float64{}
 	if n >= 2 {
-		row := schedRow(newWindow(s, s.samples[n-2], s.samples[n-1]), s.env.Timeline)
+		w := newWindow(s, s.samples[n-2], s.samples[n-1])
+		row := schedRow(&w, s.env.Timeline)
 		v = recfile.Values(&row)
 	}
 	var dropped uint64

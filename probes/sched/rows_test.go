@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/HdrHistogram/hdrhistogram-go"
+
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/source"
 )
@@ -42,7 +44,10 @@ func TestRowsAsBefore(t *testing.T) {
 	}
 	tl := &source.Timeline{In: []int64{110 * ms, 150 * ms, 160 * ms, 250 * ms}, Out: []int64{120 * ms, 390 * ms}}
 	threads := threadDeltas(s.samples[0], s.samples[len(s.samples)-1])
-	if err := s.writeSched(tl); err != nil {
+	if err := s.createFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.closeFiles(tl); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.writeThreads(tl, threads); err != nil {
@@ -101,8 +106,23 @@ func oldSched(s *Source, tl *source.Timeline) []byte {
 }
 
 func oldThreads(s *Source, tl *source.Timeline, threads []ThreadStats) []byte {
-	// The histograms are as before: only the formatting moved.
-	perMsg := s.cpuPerMsg(tl)
+	// The histograms as they were made at the end, from every window.
+	perMsg := map[int]*hdrhistogram.Histogram{}
+	for i := 1; i < len(s.samples); i++ {
+		w := newWindow(s, s.samples[i-1], s.samples[i])
+		in := tl.InBetween(w.start, w.end)
+		if in == 0 {
+			continue
+		}
+		for _, c := range w.cpu {
+			h := perMsg[int(c.tid)]
+			if h == nil {
+				h = hdrhistogram.New(1, int64(time.Hour), 3)
+				perMsg[int(c.tid)] = h
+			}
+			h.RecordValue(max(c.ns/int64(in), 0))
+		}
+	}
 	var rows [][]string
 	for _, t := range threads {
 		h := perMsg[t.TID]

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
@@ -71,6 +70,7 @@ type Source struct {
 	windows []window
 	first   *Snapshot
 	gc      *gcStints
+	files   files
 }
 
 // NewSource returns the scheduler source; opts.PID is filled from the
@@ -103,6 +103,9 @@ func (s *Source) Start(env *source.Env) error {
 	s.read, s.written = map[uint32]int{}, map[uint32]int{}
 	s.allowed = allowedCPUs(env.Target.PID)
 	snap, err := tr.Snapshot()
+	if err == nil {
+		err = s.createFiles()
+	}
 	if err != nil {
 		tr.Close()
 		return err
@@ -141,6 +144,9 @@ func (s *Source) Sample(now int64) {
 	if len(s.samples) > 2 {
 		s.windows = append(s.windows, newWindow(s, s.samples[0], s.samples[1]))
 		s.samples = slices.Delete(s.samples, 0, 1)
+	}
+	if tl := s.env.Timeline; tl != nil {
+		s.streamWindows(tl, tl.Settled(source.StreamLag))
 	}
 	s.env.Timeline.Mark(snap.End)
 	// Drop the history no message can still ask for: every copy not yet
@@ -266,13 +272,10 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 			float64(sw)/float64(in), meta.SwitchesVoluntary, meta.SwitchesInvoluntary, float64(meta.SwitchesCPUs)/float64(in), s.allowed, meta.Threads)
 	}
 
-	if err := s.writeSched(tl); err != nil {
+	if err := s.closeFiles(tl); err != nil {
 		return res, err
 	}
 	if err := s.writeThreads(tl, threads); err != nil {
-		return res, err
-	}
-	if err := s.writeThreadWindows(tl); err != nil {
 		return res, err
 	}
 	s.gc.name(last)
@@ -351,26 +354,8 @@ func newWindow(s *Source, a, b Snapshot) window {
 	return w
 }
 
-// allWindows are the folded windows and those of the samples kept whole.
-func (s *Source) allWindows() []window {
-	ws := slices.Clone(s.windows)
-	for i := 1; i < len(s.samples); i++ {
-		ws = append(ws, newWindow(s, s.samples[i-1], s.samples[i]))
-	}
-	return ws
-}
-
-func (s *Source) writeSched(tl *source.Timeline) error {
-	ws := s.allWindows()
-	rows := make([]recfile.SchedRow, 0, len(ws))
-	for _, w := range ws {
-		rows = append(rows, schedRow(w, tl))
-	}
-	return recfile.WriteTable(s.env.Out, recfile.SchedFile, rows)
-}
-
 // schedRow is the row of sched.csv for window w.
-func schedRow(w window, tl *source.Timeline) recfile.SchedRow {
+func schedRow(w *window, tl *source.Timeline) recfile.SchedRow {
 	in := tl.InBetween(w.start, w.end)
 	return recfile.SchedRow{
 		TStart: w.start, TEnd: w.end, MsgsIn: in, MsgsOut: tl.OutBetween(w.start, w.end),
@@ -381,7 +366,7 @@ func schedRow(w window, tl *source.Timeline) recfile.SchedRow {
 }
 
 func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error {
-	perMsg := s.cpuPerMsg(tl)
+	perMsg := s.files.perMsg
 	rows := make([]recfile.ThreadRow, len(threads))
 	for i, t := range threads {
 		r := &rows[i]
@@ -398,28 +383,6 @@ func (s *Source) writeThreads(tl *source.Timeline, threads []ThreadStats) error 
 		}
 	}
 	return recfile.WriteTable(s.env.Out, recfile.ThreadsFile, rows)
-}
-
-// cpuPerMsg is each thread's CPU per message entering the broker, window
-// by window: the distribution, not only the mean. Windows without messages
-// are left out.
-func (s *Source) cpuPerMsg(tl *source.Timeline) map[int]*hdrhistogram.Histogram {
-	perMsg := map[int]*hdrhistogram.Histogram{}
-	for _, w := range s.allWindows() {
-		in := tl.InBetween(w.start, w.end)
-		if in == 0 {
-			continue
-		}
-		for _, t := range w.cpu {
-			h := perMsg[int(t.tid)]
-			if h == nil {
-				h = hdrhistogram.New(1, int64(time.Hour), 3)
-				perMsg[int(t.tid)] = h
-			}
-			h.RecordValue(max(t.ns/int64(in), 0))
-		}
-	}
-	return perMsg
 }
 
 // ratio is x/n, NaN (an empty field) when n is 0.

@@ -1,6 +1,10 @@
 package sched
 
 import (
+	"bytes"
+	"math/rand/v2"
+	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -18,6 +22,9 @@ func TestThreadWindows(t *testing.T) {
 	const n = 6
 	tl := source.NewTimeline(time.Second)
 	s := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}}
+	if err := s.createFiles(); err != nil {
+		t.Fatal(err)
+	}
 	end := func(k int) int64 { return 1e9 + int64(k)*1e8 }
 	for k := range n {
 		snap := Snapshot{Start: end(k) - 1000, End: end(k), Threads: map[int]ThreadStats{
@@ -40,7 +47,7 @@ func TestThreadWindows(t *testing.T) {
 			s.samples = s.samples[1:]
 		}
 	}
-	if err := s.writeThreadWindows(tl); err != nil {
+	if err := s.closeFiles(tl); err != nil {
 		t.Fatal(err)
 	}
 	rows, err := recfile.ReadTable[recfile.ThreadWindowRow](s.env.Out.Join(recfile.ThreadWindowsFile))
@@ -65,4 +72,94 @@ func TestThreadWindows(t *testing.T) {
 			t.Errorf("row %d = %+v, want %+v", i, rows[i], want[i])
 		}
 	}
+}
+
+// TestStreamedAsAtOnce: sched.csv, thread_windows.csv and threads.csv's
+// percentiles written as the recording's timeline settles, windows let go
+// of on the way, are those written at the end from every window and every
+// message time; and the windows held stay a StreamLag's worth however long
+// the recording is.
+func TestStreamedAsAtOnce(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	const n = 3000 // windows of 100 ms: five minutes
+	end := func(k int) int64 { return 1e9 + int64(k)*1e8 }
+	var windows []window
+	for k := range n {
+		w := window{start: end(k), end: end(k + 1), vol: uint64(rng.IntN(50)), invol: uint64(rng.IntN(5)), on: uint64(rng.Int64N(1e8)), cpus: uint64(rng.IntN(90))}
+		for tid := range int32(1 + rng.IntN(6)) {
+			w.cpu = append(w.cpu, tidCPU{tid: 100 - tid, ns: rng.Int64N(3e7) - 1e6})
+		}
+		windows = append(windows, w)
+	}
+	// Messages from the 20th second on (nothing folds before), reaching
+	// the timeline up to half a second after their time.
+	var ins, outs []int64
+	for range 30000 {
+		ins = append(ins, 21e9+rng.Int64N(end(n)-21e9))
+		outs = append(outs, 21e9+rng.Int64N(end(n)-21e9))
+	}
+	slices.Sort(ins)
+	slices.Sort(outs)
+
+	tl := source.NewTimeline(source.DefaultHold)
+	s := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}}
+	if err := s.createFiles(); err != nil {
+		t.Fatal(err)
+	}
+	most, a, b := 0, 0, 0
+	const late = 5e8
+	for k, w := range windows {
+		for ; a < len(ins) && ins[a] < w.end-late; a++ {
+			tl.AddIn(ins[a])
+		}
+		for ; b < len(outs) && outs[b] < w.end-late; b++ {
+			tl.AddOut(outs[b])
+		}
+		tl.Mark(w.start)
+		tl.Mark(w.end)
+		s.windows = append(s.windows, w)
+		s.streamWindows(tl, tl.Settled(source.StreamLag))
+		if k >= 300 { // the first messages came at 21 s: none folded before
+			most = max(most, len(s.windows))
+		}
+	}
+	for ; a < len(ins); a++ {
+		tl.AddIn(ins[a])
+	}
+	for ; b < len(outs); b++ {
+		tl.AddOut(outs[b])
+	}
+	tl.Sort()
+	if err := s.closeFiles(tl); err != nil {
+		t.Fatal(err)
+	}
+
+	at := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir())}, windows: windows}
+	if err := at.createFiles(); err != nil {
+		t.Fatal(err)
+	}
+	if err := at.closeFiles(&source.Timeline{In: ins, Out: outs}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{SchedFile, ThreadWindowsFile} {
+		got, _ := os.ReadFile(s.env.Out.Join(name))
+		want, _ := os.ReadFile(at.env.Out.Join(name))
+		if len(want) < 1000 || !bytes.Equal(got, want) {
+			t.Errorf("%s streamed (%d bytes) differs from written at once (%d bytes)", name, len(got), len(want))
+		}
+	}
+	if len(s.files.perMsg) != len(at.files.perMsg) {
+		t.Fatalf("%d threads' CPU per message streamed, %d at once", len(s.files.perMsg), len(at.files.perMsg))
+	}
+	for tid, h := range at.files.perMsg {
+		if g := s.files.perMsg[tid]; g == nil || !g.Equals(h) {
+			t.Errorf("thread %d: CPU per message streamed differs from at once", tid)
+		}
+	}
+	// StreamLag is 100 windows here; the events' lateness 5 more and the
+	// timeline's fold (up to two holds) 5 more.
+	if most > 111 {
+		t.Errorf("held up to %d windows of %d", most, n)
+	}
+	t.Logf("held up to %d windows of %d", most, n)
 }
