@@ -253,18 +253,13 @@ func TestStreamedAsAtOnce(t *testing.T) {
 			r.cgOK, r.runOK, r.statOK, r.systemOK = rng.IntN(10) > 0, rng.IntN(10) > 0, rng.IntN(10) > 0, rng.IntN(10) > 0
 			readings = append(readings, r)
 		}
-		// Messages in and out at random over the readings' span but its
-		// first 20 s (before the timeline folds anything), in time order.
-		var ins, outs []int64
-		for range 20000 {
-			ins = append(ins, 21e9+rng.Int64N(ts-21e9))
-			outs = append(outs, 21e9+rng.Int64N(ts-21e9))
-		}
-		slices.Sort(ins)
-		slices.Sort(outs)
+		// Messages over the readings' span but its first 20 s (before the
+		// timeline folds anything), reaching the timeline half a second
+		// after their time (a ring buffer read late).
+		feed := testutil.NewLateFeed(rng, 20000, 21e9, ts, 5e8)
 
 		streamed := func() (*Source, int) {
-			tl := source.NewTimeline(source.DefaultHold)
+			tl := feed.TL
 			s := NewSource(Options{Every: every})
 			s.env = &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}
 			s.brokerSrc, s.perMsgSrc = brokerSrc, perMsgSrc
@@ -272,28 +267,14 @@ func TestStreamedAsAtOnce(t *testing.T) {
 			if err := s.createFiles(s.env); err != nil {
 				t.Fatal(err)
 			}
-			most, a, b := 0, 0, 0
-			// The socket probe's events reach the timeline up to half a
-			// second after their time (a ring buffer read late).
-			const late = 5e8
+			most := 0
 			for _, r := range readings {
-				for ; a < len(ins) && ins[a] < r.t-late; a++ {
-					tl.AddIn(ins[a])
-				}
-				for ; b < len(outs) && outs[b] < r.t-late; b++ {
-					tl.AddOut(outs[b])
-				}
+				feed.Until(r.t)
 				s.add(r, nil)
 				s.stream(tl, tl.Settled(streamLag), false)
 				most = max(most, len(s.readings))
 			}
-			for ; a < len(ins); a++ {
-				tl.AddIn(ins[a])
-			}
-			for ; b < len(outs); b++ {
-				tl.AddOut(outs[b])
-			}
-			tl.Sort()
+			feed.Rest()
 			if winErr, perMsgErr := s.closeFiles(tl); winErr != nil || perMsgErr != nil {
 				t.Fatal(winErr, perMsgErr)
 			}
@@ -307,7 +288,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 		at.env = &source.Env{Out: testutil.OutDir(t, t.TempDir())}
 		at.brokerSrc, at.perMsgSrc = brokerSrc, perMsgSrc
 		at.readings = readings
-		tl := &source.Timeline{In: ins, Out: outs}
+		tl := feed.AtOnce()
 		sameFile(t, i, s.env.Out.Join(recfile.CPUFile), oldWindows(at, tl))
 		sameFile(t, i, s.env.Out.Join(recfile.CPUPerMsgFile), oldPerMsg(at, tl))
 		// streamLag (10 s) and the timeline's fold (up to two holds) are

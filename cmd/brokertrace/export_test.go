@@ -45,8 +45,10 @@ func exportCalibration(t *testing.T, params ...recfile.CalParam) string {
 	return dir
 }
 
-func TestExport(t *testing.T) {
-	dir := exportCalibration(t)
+// exportJSON runs export on the calibration in dir and returns what it
+// printed with --json.
+func exportJSON(t *testing.T, dir string) exportResult {
+	t.Helper()
 	out, err := exec.Command(binary, "export", dir, "--json").Output()
 	if err != nil {
 		t.Fatalf("export: %v", err)
@@ -55,6 +57,12 @@ func TestExport(t *testing.T) {
 	if err := json.Unmarshal(out, &res); err != nil {
 		t.Fatalf("--json: %v\n%s", err, out)
 	}
+	return res
+}
+
+func TestExport(t *testing.T) {
+	dir := exportCalibration(t)
+	res := exportJSON(t, dir)
 	// The highest rate below saturation (the sweep's and the model's), its
 	// regular step over the bursty one.
 	if res.Rate != 5000 || res.Pattern != "regular" || !strings.Contains(res.RateFrom, "step 1") {
@@ -96,14 +104,7 @@ func TestExport(t *testing.T) {
 // 500 µs per message; its stated utilisation is 1000 × 625 µs.
 func TestExportBackground(t *testing.T) {
 	dir := exportCalibration(t, recfile.CalParam{Name: recfile.CalBackground, Value: 0.5, Unit: "CPUs", Source: "sweep idle step"})
-	out, err := exec.Command(binary, "export", dir, "--json").Output()
-	if err != nil {
-		t.Fatalf("export: %v", err)
-	}
-	var res exportResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		t.Fatalf("--json: %v\n%s", err, out)
-	}
+	res := exportJSON(t, dir)
 	if res.Rate != 1000 || !strings.Contains(res.RateFrom, "step 0") || math.Abs(res.BrokerUtil-0.625) > 1e-9 {
 		t.Errorf("rate %v from %q, stated utilisation %v: want 1000 from step 0, 0.625", res.Rate, res.RateFrom, res.BrokerUtil)
 	}

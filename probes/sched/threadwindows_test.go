@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"slices"
 	"testing"
 	"time"
 
@@ -92,29 +91,16 @@ func TestStreamedAsAtOnce(t *testing.T) {
 		windows = append(windows, w)
 	}
 	// Messages from the 20th second on (nothing folds before), reaching
-	// the timeline up to half a second after their time.
-	var ins, outs []int64
-	for range 30000 {
-		ins = append(ins, 21e9+rng.Int64N(end(n)-21e9))
-		outs = append(outs, 21e9+rng.Int64N(end(n)-21e9))
-	}
-	slices.Sort(ins)
-	slices.Sort(outs)
-
-	tl := source.NewTimeline(source.DefaultHold)
+	// the timeline half a second after their time.
+	feed := testutil.NewLateFeed(rng, 30000, 21e9, end(n), 5e8)
+	tl := feed.TL
 	s := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}}
 	if err := s.createFiles(); err != nil {
 		t.Fatal(err)
 	}
-	most, a, b := 0, 0, 0
-	const late = 5e8
+	most := 0
 	for k, w := range windows {
-		for ; a < len(ins) && ins[a] < w.end-late; a++ {
-			tl.AddIn(ins[a])
-		}
-		for ; b < len(outs) && outs[b] < w.end-late; b++ {
-			tl.AddOut(outs[b])
-		}
+		feed.Until(w.end)
 		tl.Mark(w.start)
 		tl.Mark(w.end)
 		s.windows = append(s.windows, w)
@@ -123,13 +109,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 			most = max(most, len(s.windows))
 		}
 	}
-	for ; a < len(ins); a++ {
-		tl.AddIn(ins[a])
-	}
-	for ; b < len(outs); b++ {
-		tl.AddOut(outs[b])
-	}
-	tl.Sort()
+	feed.Rest()
 	if err := s.closeFiles(tl); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +118,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 	if err := at.createFiles(); err != nil {
 		t.Fatal(err)
 	}
-	if err := at.closeFiles(&source.Timeline{In: ins, Out: outs}); err != nil {
+	if err := at.closeFiles(feed.AtOnce()); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{SchedFile, ThreadWindowsFile} {
