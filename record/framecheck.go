@@ -35,7 +35,6 @@ type frameCheck struct {
 	writeErr error
 	stop     context.CancelFunc
 	done     chan error
-	counts   recfile.MatchCheck
 }
 
 func newFrameCheck(opts sockio.Options) *frameCheck {
@@ -127,7 +126,7 @@ func checkSummary(c *recfile.MatchCheck) string {
 		pct = 100 * float64(c.Matched) / float64(c.Copies)
 	}
 	return fmt.Sprintf("by frame, %d of %d copies matched alike (%.2f%%; %d with marker and payload end in different calls), %d matched otherwise, %d not found; %d copies without a marker; %d ambiguous, %d with no read; largest Δt in the same calls %s",
-		c.Matched, c.Copies, pct, c.OtherCalls, c.Differs, c.MarkerOnly, c.FrameOnly, c.Frame.DuplicateIn, c.Frame.OutWithoutIn, source.FormatNs(c.MaxDtNs))
+		c.Matched, c.Copies, pct, c.OtherCalls, c.Differs, c.MarkerOnly, c.FrameOnly, c.Frame.Ambiguous, c.Frame.OutWithoutIn, source.FormatNs(c.MaxDtNs))
 }
 
 // addFrameCheck adds the check's probe, as opts say with matching by
