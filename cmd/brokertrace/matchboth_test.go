@@ -57,6 +57,11 @@ func TestMatchBoth(t *testing.T) {
 					t.Fatalf("row %+v", r)
 				}
 			}
+			// Identical payloads: the frame matcher chose among several
+			// reads in flight, first in, first out, and chose right.
+			if same := c.a.Payload == load.PayloadSame; same != (chk.Frame.Ambiguous > 0) {
+				t.Errorf("payload %s: %d copies ambiguous", c.a.Payload, chk.Frame.Ambiguous)
+			}
 			if !c.frame {
 				return
 			}
