@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/latefeed"
+
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -256,7 +258,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 		// Messages over the readings' span but its first 20 s (before the
 		// timeline folds anything), reaching the timeline half a second
 		// after their time (a ring buffer read late).
-		feed := testutil.NewLateFeed(rng, 20000, 21e9, ts, 5e8)
+		feed := latefeed.New(rng, 20000, 21e9, ts, 5e8)
 
 		streamed := func() (*Source, int) {
 			tl := feed.TL

@@ -74,6 +74,7 @@ var layer = map[string]int{
 	"internal/browser":    7, // tests only: pages in headless Chromium
 	"internal/kernels":    7, // tests only: the kernel matrix's checker
 	"internal/clockshift": 7, // tests only: a recording moved to a host with another clock
+	"internal/latefeed":   7, // tests only: message times reaching a timeline late
 	"internal/layers":     10,
 }
 

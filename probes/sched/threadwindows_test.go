@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/brokertrace/brokertrace/internal/latefeed"
+
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
@@ -92,7 +94,7 @@ func TestStreamedAsAtOnce(t *testing.T) {
 	}
 	// Messages from the 20th second on (nothing folds before), reaching
 	// the timeline half a second after their time.
-	feed := testutil.NewLateFeed(rng, 30000, 21e9, end(n), 5e8)
+	feed := latefeed.New(rng, 30000, 21e9, end(n), 5e8)
 	tl := feed.TL
 	s := &Source{env: &source.Env{Out: testutil.OutDir(t, t.TempDir()), Timeline: tl}}
 	if err := s.createFiles(); err != nil {
