@@ -50,10 +50,12 @@ func TestBackgroundKnown(t *testing.T) {
 	t.Logf("background %.4f CPU (%s); %.1f µs per message, %.1f µs per wake-up", bg.Value, bg.Derivation, msg.Value/1e3, wake.Value/1e3)
 	// The truth: burnUs of the thread's CPU time in every period + burnUs
 	// (it sleeps, then burns), and its wake-ups' kernel work (a few µs
-	// each: ≤ 0.5% of a CPU) and the runtime's monitor thread's.
+	// each: ≤ 0.5% of a CPU) and the runtime's monitor thread's. A sleep
+	// that ends late (the timer's slack, a busy CPU) lengthens the cycle:
+	// 5% less is allowed for that.
 	want := float64(burnUs) / (period + burnUs)
-	if bg.Source != "sweep idle step" || bg.Value < want || bg.Value > want+0.008 {
-		t.Errorf("background %.4f CPU from %q: want %.3f CPU, at most 0.008 more", bg.Value, bg.Source, want)
+	if bg.Source != "sweep idle step" || bg.Value < 0.95*want || bg.Value > want+0.008 {
+		t.Errorf("background %.4f CPU from %q: want %.4f CPU, 5%% less to 0.008 more", bg.Value, bg.Source, want)
 	}
 	if sw.Idle.WakeupsPerSec < 0.95*1e6/(period+burnUs) {
 		t.Errorf("idle step: %.1f wake-ups/s, want at least the background thread's %.0f", sw.Idle.WakeupsPerSec, 1e6/(period+burnUs))
