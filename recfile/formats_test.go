@@ -62,6 +62,7 @@ func TestFormatsDocListsEveryColumn(t *testing.T) {
 		{ConnectionsFile, Columns[ConnectionRow]()},
 		{HopsFile, Columns[HopRow]()},
 		{CalPausesFile, Columns[CalPauseRow]()},
+		{MatchCheckFile, Columns[MatchCheckRow]()},
 		{PlatformSamplesDir + "/", Columns[PlatformSample]()},
 	}
 	sections := docColumns(t)
