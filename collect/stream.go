@@ -64,18 +64,18 @@ type ends struct {
 // add counts reading number seq; replace says it replaces the reading
 // of the same number (taken less than minGap after the one before).
 func (e *ends) add(r reading, seq int, replace bool) {
+	cp := &r // one copy, shared by every counter it read
 	for c := range nCounters {
 		if !r.has(c) {
 			continue
 		}
-		cp := r
 		if e.first[c] == nil || replace && e.seqFirst[c] == seq {
-			e.first[c], e.seqFirst[c] = &cp, seq
+			e.first[c], e.seqFirst[c] = cp, seq
 		}
 		if !replace || e.seqLast[c] != seq {
 			e.n[c]++
 		}
-		e.last[c], e.seqLast[c] = &cp, seq
+		e.last[c], e.seqLast[c] = cp, seq
 	}
 }
 
@@ -134,6 +134,10 @@ type perMsgState struct {
 // time, interpolated linearly between the readings around it, and the
 // ZeroMQ C_n = (U_n − U_{n−Every}) / (T_n − T_{n−Every}).
 func (s *Source) streamPerMsg(tl *source.Timeline, upTo int64, final bool) {
+	p := &s.perMsg
+	if _, ok := tl.OutAt(p.next); !ok {
+		return // no copy to rank yet: most windows
+	}
 	c, known := counterOf(s.perMsgSrc)
 	var ts, us []int64
 	for i := range s.readings {
@@ -141,7 +145,6 @@ func (s *Source) streamPerMsg(tl *source.Timeline, upTo int64, final bool) {
 			ts, us = append(ts, s.readings[i].t), append(us, v)
 		}
 	}
-	p := &s.perMsg
 	for ; ; p.next += s.opts.Every {
 		t, ok := tl.OutAt(p.next)
 		if !ok || !final && t >= upTo {
