@@ -76,7 +76,7 @@ const volatile __u64 wakeup_bytes = 1 << 20;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20); /* the loader may resize */
+	__uint(max_entries, 4 << 20); /* the loader may resize */
 } switches SEC(".maps");
 
 /* Make the type visible to bpf2go -type. */

@@ -338,7 +338,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 16 << 20); /* the loader may resize */
+	__uint(max_entries, 8 << 20); /* the loader may resize */
 } events SEC(".maps");
 
 /* The field of struct sock that holds its BPF storage (vmlinux.h leaves it

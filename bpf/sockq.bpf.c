@@ -130,7 +130,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 8 << 20); /* the loader may resize */
+	__uint(max_entries, 4 << 20); /* the loader may resize */
 } events SEC(".maps");
 
 /* Make the types visible to bpf2go -type. */

@@ -98,8 +98,14 @@ type Matcher struct {
 // leaves the broker. The *Message is reused after emit returns. An id is
 // forgotten once an event comes ttl after its read (0: never).
 func New(emit func(*Message), ttl time.Duration) *Matcher {
-	return &Matcher{dead: map[uint64]bool{}, ttl: int64(ttl), emit: emit}
+	m := &Matcher{dead: map[uint64]bool{}, ttl: int64(ttl), emit: emit}
+	m.ids.held = m
+	return m
 }
+
+// idOf and oldest lead the id table's numbers to the reads held.
+func (m *Matcher) idOf(num uint64) uint64 { return m.ins.at(int(num - m.first)).id }
+func (m *Matcher) oldest() uint64         { return m.first }
 
 // Add takes one socket event of the target.
 func (m *Matcher) Add(io *events.IO) {
@@ -199,16 +205,16 @@ func (m *Matcher) countOrphan(id uint64) {
 // TTL, never less.
 func (m *Matcher) expire(upTo int64) {
 	for in, ok := m.ins.peek(); ok && in.t <= upTo; in, ok = m.ins.peek() {
+		if m.queues != nil {
+			m.expireQueued(in.id)
+		} else {
+			m.ids.remove(in.id) // while its read is held: the table looks there
+		}
 		m.ins.pop()
 		m.first++
 		if in.outs == 0 {
 			m.dead[in.id] = false
 			m.buried.push(stamp{in.id, in.t})
-		}
-		if m.queues != nil {
-			m.expireQueued(in.id)
-		} else {
-			m.ids.remove(in.id)
 		}
 	}
 	for s, ok := m.buried.peek(); ok && s.t <= upTo-m.ttl; s, ok = m.buried.peek() {
@@ -257,38 +263,4 @@ func (m *Matcher) Finish() Counts {
 type stamp struct {
 	id uint64
 	t  int64
-}
-
-// ring is a FIFO that grows to the most it held.
-type ring[T any] struct {
-	buf     []T
-	head, n int
-}
-
-func (q *ring[T]) push(s T) {
-	if q.n == len(q.buf) {
-		grown := make([]T, max(1024, 2*len(q.buf)))
-		k := copy(grown, q.buf[q.head:])
-		copy(grown[k:], q.buf[:q.head])
-		q.buf, q.head = grown, 0
-	}
-	q.buf[(q.head+q.n)&(len(q.buf)-1)] = s
-	q.n++
-}
-
-// peek returns the oldest element.
-func (q *ring[T]) peek() (T, bool) {
-	if q.n == 0 {
-		var zero T
-		return zero, false
-	}
-	return q.buf[q.head], true
-}
-
-// at returns the k-th oldest element, k < n.
-func (q *ring[T]) at(k int) *T { return &q.buf[(q.head+k)&(len(q.buf)-1)] }
-
-func (q *ring[T]) pop() {
-	q.head = (q.head + 1) & (len(q.buf) - 1)
-	q.n--
 }

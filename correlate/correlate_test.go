@@ -43,27 +43,42 @@ func TestMatch(t *testing.T) {
 }
 
 // TestQueue: the ring keeps its order while it grows with its head
-// anywhere.
+// anywhere and drains again, and holds at most two blocks more than its
+// elements need at every step, so its memory follows what it holds.
 func TestQueue(t *testing.T) {
 	var q ring[stamp]
 	next, want := 0, 0
-	for round := range 5000 {
+	check := func() {
+		t.Helper()
+		if blocks := len(q.blocks) + min(len(q.spare), 1); q.n != next-want || blocks > q.n/ringBlock+3 {
+			t.Fatalf("%d queued in %d blocks, want %d", q.n, blocks, next-want)
+		}
+	}
+	pop := func() {
+		if s, ok := q.peek(); ok {
+			if s.id != uint64(want) || q.at(0).id != uint64(want) || q.at(q.n-1).id != uint64(next-1) {
+				t.Fatalf("oldest %d, newest %d, want %d and %d", s.id, q.at(q.n-1).id, want, next-1)
+			}
+			q.pop()
+			want++
+		}
+	}
+	for round := range 20000 {
 		for range 3 {
 			q.push(stamp{id: uint64(next)})
 			next++
 		}
 		for range 1 + round%3 {
-			if s, ok := q.peek(); ok {
-				if s.id != uint64(want) {
-					t.Fatalf("popped %d, want %d", s.id, want)
-				}
-				q.pop()
-				want++
-			}
+			pop()
 		}
+		check()
 	}
-	if q.n != next-want || len(q.buf) < q.n {
-		t.Fatalf("%d queued in %d, want %d", q.n, len(q.buf), next-want)
+	for q.n > 0 {
+		pop()
+		check()
+	}
+	if len(q.blocks) > 1 {
+		t.Fatalf("empty, it keeps %d blocks", len(q.blocks))
 	}
 }
 

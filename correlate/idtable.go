@@ -1,33 +1,67 @@
 package correlate
 
 // idTable maps the ids in flight to the numbers of their reads. It is an
-// open-addressing table with linear probing, kept at most half full, of
-// 16-byte slots: a lookup is one cache line in the common case, where
-// Go's map reaches a control word and then a slot, and the matcher looks
-// up every id three times (read, copy, expiry) among some 100 000 ids in
-// flight at 20 000 messages a second — cache misses were most of its cost.
-// Deletion shifts the run back rather than leaving tombstones, so probes
-// stay short however long the recording.
+// open-addressing table with linear probing of 8-byte slots, at most
+// three quarters full (runs stay within a cache line or two), halved or
+// doubled as the ids in flight come and go: a lookup is one cache line in
+// the common case, where Go's map reaches a control word and then a slot,
+// and the matcher looks up every id three times (read, copy, expiry)
+// among some 500 000 ids in flight at 100 000 messages a second — cache
+// misses were most of its cost. Deletion shifts the run back rather than
+// leaving tombstones, so probes stay short however long the recording.
+//
+// A slot keeps 31 bits of the id's hash and the low 32 bits of its
+// number, not the id: the matcher holds each id in its read already, and
+// 16-byte slots of id and number were a quarter of brokertrace's heap at
+// that rate. A slot whose hash bits match is confirmed by the id of its
+// read (held.idOf), so an id is found exactly; the table can be rehashed
+// from the hash bits alone.
 type idTable struct {
-	slots []idSlot // a power of two long
+	slots []uint64 // a power of two long; 0 marks a slot empty
 	n     int
-	shift uint // 64 − log2(len(slots))
+	shift uint // 64 − log2(len(slots)), at least 33
+	held  heldIDs
 }
 
-// idSlot is one id and its read's number plus one; 0 marks it empty, so
-// that every id, 0 included, can be a key.
-type idSlot struct{ id, num uint64 }
+// heldIDs is where the table's numbers lead: the id read with a number,
+// and the oldest number held, from which a slot's 32 bits are extended
+// (every number held is less than 2^31 past it).
+type heldIDs interface {
+	idOf(num uint64) uint64
+	oldest() uint64
+}
 
-// home is the slot an id hashes to (Fibonacci hashing: the high bits of
-// the product spread sequential ids, the usual kind, evenly).
-func (t *idTable) home(id uint64) int { return int((id * 0x9e3779b97f4a7c15) >> t.shift) }
+const (
+	fibonacci = 0x9e3779b97f4a7c15
+	usedBit   = 1 << 63
+	tagMask   = 0xffffffff << 32
+)
+
+// tag is the slot's upper half for id: the hash's top 31 bits, and the
+// bit that says the slot is used (Fibonacci hashing: the high bits of the
+// product spread sequential ids, the usual kind, evenly).
+func tag(id uint64) uint64 { return (id*fibonacci)>>33<<32 | usedBit }
+
+// home is the slot a tag hashes to: the hash's top bits, which the tag
+// holds one place lower (shift ≥ 33 keeps its low half out).
+func (t *idTable) home(tag uint64) int { return int((tag &^ usedBit) >> (t.shift - 1)) }
+
+// num extends a slot's low 32 bits to the number they are of.
+func (t *idTable) num(slot uint64) uint64 {
+	base := t.held.oldest()
+	return base + uint64(uint32(slot)-uint32(base))
+}
 
 // find returns the index of id's slot, or of the empty slot where it
 // would go.
 func (t *idTable) find(id uint64) int {
 	mask := len(t.slots) - 1
-	i := t.home(id)
-	for t.slots[i].num != 0 && t.slots[i].id != id {
+	want := tag(id)
+	i := t.home(want)
+	for s := t.slots[i]; s != 0; s = t.slots[i] {
+		if s&tagMask == want && t.held.idOf(t.num(s)) == id {
+			break
+		}
 		i = (i + 1) & mask
 	}
 	return i
@@ -36,14 +70,14 @@ func (t *idTable) find(id uint64) int {
 // insert adds id with num unless it is there; dup says it was, and
 // nothing changed.
 func (t *idTable) insert(id, num uint64) (dup bool) {
-	if 2*(t.n+1) > len(t.slots) {
-		t.grow()
+	if 4*(t.n+1) > 3*len(t.slots) {
+		t.resize(max(minSlots, 2*len(t.slots)))
 	}
 	i := t.find(id)
-	if t.slots[i].num != 0 {
+	if t.slots[i] != 0 {
 		return true
 	}
-	t.slots[i] = idSlot{id, num + 1}
+	t.slots[i] = tag(id) | uint64(uint32(num))
 	t.n++
 	return false
 }
@@ -54,10 +88,10 @@ func (t *idTable) get(id uint64) (num uint64, ok bool) {
 		return 0, false
 	}
 	s := t.slots[t.find(id)]
-	if s.num == 0 {
+	if s == 0 {
 		return 0, false
 	}
-	return s.num - 1, true
+	return t.num(s), true
 }
 
 // remove deletes id, moving back the slots after it that probed past it.
@@ -67,33 +101,44 @@ func (t *idTable) remove(id uint64) {
 	}
 	mask := len(t.slots) - 1
 	i := t.find(id)
-	if t.slots[i].num == 0 {
+	if t.slots[i] == 0 {
 		return
 	}
-	for j := (i + 1) & mask; t.slots[j].num != 0; j = (j + 1) & mask {
+	for j := (i + 1) & mask; t.slots[j] != 0; j = (j + 1) & mask {
 		// The slot at j may move to the hole at i unless its home lies
 		// cyclically in (i, j].
-		if h := t.home(t.slots[j].id); (j-h)&mask >= (j-i)&mask {
+		if h := t.home(t.slots[j] & tagMask); (j-h)&mask >= (j-i)&mask {
 			t.slots[i] = t.slots[j]
 			i = j
 		}
 	}
-	t.slots[i] = idSlot{}
+	t.slots[i] = 0
 	t.n--
+	if len(t.slots) > minSlots && 8*t.n < len(t.slots) {
+		t.resize(len(t.slots) / 2)
+	}
 }
 
-// grow doubles the table (1024 slots at first) and rehashes it.
-func (t *idTable) grow() {
+// minSlots is the smallest table.
+const minSlots = 1024
+
+// resize rehashes the table into size slots, from the slots' hash bits.
+func (t *idTable) resize(size int) {
 	old := t.slots
-	size := max(1024, 2*len(old))
-	t.slots = make([]idSlot, size)
+	t.slots = make([]uint64, size)
 	t.shift = 64
 	for s := size; s > 1; s >>= 1 {
 		t.shift--
 	}
+	mask := size - 1
 	for _, s := range old {
-		if s.num != 0 {
-			t.slots[t.find(s.id)] = s
+		if s == 0 {
+			continue
 		}
+		i := t.home(s & tagMask)
+		for t.slots[i] != 0 {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
 	}
 }

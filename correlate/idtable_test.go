@@ -13,7 +13,8 @@ import (
 // 0) so that duplicates, long probe runs and wrapping at the table's end
 // are all exercised, and the table grows and empties several times.
 func TestIDTable(t *testing.T) {
-	var tab idTable
+	byNum := numbered{}
+	tab := idTable{held: byNum}
 	truth := map[uint64]uint64{}
 	r := rand.New(rand.NewPCG(1, 2))
 	for step := range 200_000 {
@@ -31,6 +32,7 @@ func TestIDTable(t *testing.T) {
 				}
 				if !had {
 					truth[id] = uint64(step)
+					byNum[uint64(step)] = id
 				}
 			case 2:
 				tab.remove(id)
@@ -48,6 +50,13 @@ func TestIDTable(t *testing.T) {
 		}
 	}
 }
+
+// numbered holds the ids a test inserted, by their numbers (all below
+// 2^31, so the oldest can be 0).
+type numbered map[uint64]uint64
+
+func (n numbered) idOf(num uint64) uint64 { return n[num] }
+func (numbered) oldest() uint64           { return 0 }
 
 // BenchmarkMatchInFlight: 20 000 messages a second with the default 5 s
 // TTL, so some 100 000 ids in flight, as at the load of the CPU goal; one
@@ -159,4 +168,45 @@ func firstDiff(a, b []Message) int {
 		}
 	}
 	return min(len(a), len(b))
+}
+
+// TestIDTableSameTag: ids whose hashes share the 31 bits a slot keeps are
+// told apart by the ids of their reads, through inserts, lookups,
+// removals and a rehash.
+func TestIDTableSameTag(t *testing.T) {
+	var a, b uint64
+	seen := map[uint64]uint64{}
+	r := rand.New(rand.NewPCG(3, 4)) // sequential ids spread too well to collide soon
+	for {
+		id := r.Uint64()
+		if other, ok := seen[tag(id)]; ok && other != id {
+			a, b = other, id
+			break
+		}
+		seen[tag(id)] = id
+	}
+	byNum := numbered{1: a, 2: b}
+	tab := idTable{held: byNum}
+	if tab.insert(a, 1) || tab.insert(b, 2) || !tab.insert(b, 3) {
+		t.Fatalf("ids %d and %d (same tag %#x): inserts wrong", a, b, tag(a))
+	}
+	for id := range uint64(3000) { // past a grow
+		if id != a && id != b && id+10 > 2 {
+			byNum[id+10] = id
+			tab.insert(id, id+10)
+		}
+	}
+	if n, ok := tab.get(a); !ok || n != 1 {
+		t.Fatalf("get %d = %d %v, want 1", a, n, ok)
+	}
+	if n, ok := tab.get(b); !ok || n != 2 {
+		t.Fatalf("get %d = %d %v, want 2", b, n, ok)
+	}
+	tab.remove(a)
+	if _, ok := tab.get(a); ok {
+		t.Fatalf("%d still found after its removal", a)
+	}
+	if n, ok := tab.get(b); !ok || n != 2 {
+		t.Fatalf("after removing %d: get %d = %d %v, want 2", a, b, n, ok)
+	}
 }

@@ -44,8 +44,8 @@ type Boost struct {
 	Every time.Duration
 }
 
-// The watcher's defaults: a quarter of a 16 MiB ring holds some 50 ms of
-// a saturated broker's events, ten watcher periods; lowered once drained
+// The watcher's defaults: a quarter of record's 8 MiB socket ring holds
+// some 25 ms of a saturated broker's events, five watcher periods; lowered once drained
 // to a twentieth, so that a brief lift does not flap.
 const (
 	DefaultBoostHigh  = 0.25

@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -171,6 +172,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	r.attached()
+	// Loading the probes parsed the kernel's BTF: tens of MB of garbage
+	// whose pages the runtime would give back only slowly, the recording's
+	// peak RSS. Give them back now, once.
+	debug.FreeOSMemory()
 	// The target may have exited between being found and the probes going
 	// live; a recording of a dead process would wait for nothing.
 	if !cfg.Target.Alive() {
@@ -193,6 +198,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
 	go func() { readDone <- r.tr.Read(readCtx, r.add) }()
+	go holdHeap(readCtx)
 	readErr := r.wait(ctx, readDone)
 
 	// Detach and drain: every event the kernel recorded is correlated
@@ -212,7 +218,7 @@ func (cfg *Config) defaults() {
 		cfg.ScanLimit = sockio.DefaultScanLimit
 	}
 	if cfg.RingSize <= 0 {
-		cfg.RingSize = 16 << 20
+		cfg.RingSize = 8 << 20
 	}
 	if cfg.Window <= 0 {
 		cfg.Window = 100 * time.Millisecond

@@ -12,8 +12,8 @@ import (
 
 // recorderRing is the ring buffer every step's record gets unless
 // --record-flag says otherwise: 4 × record's default. With the recorder
-// at normal priority beside a load at 300 000 msg/s the default 16 MiB
-// ring still overflowed in bursts (15 499 events, 346 646 markers lost
+// at normal priority beside a load at 300 000 msg/s a 16 MiB ring (the
+// default then; 8 MiB now) still overflowed in bursts (15 499 events, 346 646 markers lost
 // on nats-server); 64 MiB lost none up to its knee (~500 000 msg/s).
 const recorderRing = 64 << 20
 

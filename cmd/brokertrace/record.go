@@ -85,7 +85,7 @@ func addRecordFlags(cmd *cobra.Command, f *recordFlags) {
 	fl.DurationVar(&f.Duration, "duration", 0, "stop after this long (0: until Ctrl-C or the target exits)")
 	fl.StringVar(&f.Out, "out", "", "recording directory (default brokertrace-YYYYMMDD-HHMMSS)")
 	fl.IntVar(&f.ScanLimit, "scan-limit", sockio.DefaultScanLimit, "bytes of each socket call scanned for markers, the rest counted as unscanned; 0: every byte")
-	fl.IntVar(&f.RingSize, "ring-size", 16<<20, "ring buffer size in bytes (a power of two)")
+	fl.IntVar(&f.RingSize, "ring-size", 8<<20, "ring buffer size in bytes (a power of two)")
 	fl.StringVar(&f.Match, "match", string(sockio.MatchMarker), "match each message read with its copies written by: marker (BTID + 16 hex digits in the body, as brokertrace load sends), frame (the broker protocol's frames, keyed by a fingerprint of the payload and the subject, computed in the kernel: production traffic without markers; NATS, MQTT, STOMP, AMQP 0-9-1 and Redis pub/sub), or both (markers, as messages.csv says, checked copy by copy against frames matched by a second probe: match_check.csv and meta.json's match_check)")
 	fl.StringSliceVar(&f.FramePort, "frame-port", nil, "with --match frame or both: a broker port and its protocol, PORT=PROTO (4222=nats), repeatable; default: the broker's listeners on well-known ports")
 	fl.StringVar(&f.ProbePath, "probe-path", "auto", "socket probe hooks: auto, sock (tracepoints, Linux 6.3+) or syscalls")

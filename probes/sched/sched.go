@@ -54,7 +54,7 @@ type Options struct {
 	// for per-message attribution.
 	Events bool
 	// RingSize is the switch ring buffer's size in bytes, a power of two
-	// ≥ page size; 0 means 8 MiB.
+	// ≥ page size; 0 means 4 MiB.
 	RingSize int
 	// switchArgs, in tests, takes the sched_switch programs for a kernel
 	// that passes that many arguments; 0: as this kernel's BTF says.

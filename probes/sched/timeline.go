@@ -24,8 +24,8 @@ type timeline struct {
 	pending []Switch         // read, not yet merged
 	sorted  int              // pending[:sorted] is in time order
 	times   []int64          // edge times, sorted
-	outs    []int64          // cumulative switch-outs up to and including each edge
-	running []int32          // target threads on a CPU just after each edge
+	outs    []uint32         // cumulative switch-outs up to and including each edge, mod 2^32
+	running []int16          // target threads on a CPU just after each edge
 	area    []int64          // ∫ running dt from the first edge to each edge (ns)
 	on      map[uint32]int64 // threads on a CPU: their switch-in time
 	// queried is the latest end of an interval answered: corrections
@@ -82,8 +82,9 @@ func (tl *timeline) merge(s Switch) {
 		tl.late++
 		return
 	}
-	var outs, area int64
-	var running int32
+	var outs uint32
+	var area int64
+	var running int16
 	if last >= 0 {
 		outs, running = tl.outs[last], tl.running[last]
 		area = tl.area[last] + int64(running)*(s.Time-tl.times[last])
@@ -124,7 +125,7 @@ func (tl *timeline) merge(s Switch) {
 
 // addRun adds sign threads on a CPU over [x1, x2), x2 ≤ the last edge,
 // to the merged edges; history pruned away is left alone.
-func (tl *timeline) addRun(x1, x2 int64, sign int32) {
+func (tl *timeline) addRun(x1, x2 int64, sign int16) {
 	x1 = max(x1, tl.prunedTo)
 	if x2 <= x1 {
 		return
@@ -150,8 +151,9 @@ func (tl *timeline) edgeAt(x int64) int {
 	if found {
 		return k
 	}
-	var outs, area int64
-	var running int32
+	var outs uint32
+	var area int64
+	var running int16
 	if k > 0 {
 		outs, running = tl.outs[k-1], tl.running[k-1]
 		area = tl.area[k-1] + int64(running)*(x-tl.times[k-1])
@@ -163,8 +165,9 @@ func (tl *timeline) edgeAt(x int64) int {
 	return k
 }
 
-// at returns the cumulative switch-outs and on-CPU area at time t.
-func (tl *timeline) at(t int64) (outs, area int64) {
+// at returns the cumulative switch-outs (mod 2^32: only differences
+// within the history kept are asked for) and on-CPU area at time t.
+func (tl *timeline) at(t int64) (outs uint32, area int64) {
 	k := sort.Search(len(tl.times), func(i int) bool { return tl.times[i] > t }) - 1
 	if k < 0 {
 		return 0, 0
@@ -181,7 +184,7 @@ func (tl *timeline) between(a, b int64) (switches, oncpu int64, ok bool) {
 	tl.queried = max(tl.queried, b)
 	o1, a1 := tl.at(a)
 	o2, a2 := tl.at(b)
-	return o2 - o1, a2 - a1, true
+	return int64(o2 - o1), a2 - a1, true
 }
 
 // prune drops edges before t, keeping the last one before it as the base.

@@ -70,7 +70,7 @@ type Options struct {
 	Path      Path // hooks; PathAuto by default
 	Walk      Walk // WalkAuto by default; WalkBounded only on PathSyscalls
 	ScanLimit int  // bytes scanned per call at most; 0 (DefaultScanLimit): every byte
-	RingSize  int  // ring buffer bytes, a power of two ≥ page size; 0 means 16 MiB
+	RingSize  int  // ring buffer bytes, a power of two ≥ page size; 0 means 8 MiB
 	Match     Match
 	// FramePorts maps the broker's TCP ports to their protocol, for
 	// MatchFrame: a socket takes its local port's, else its remote one's.

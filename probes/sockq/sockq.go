@@ -48,7 +48,7 @@ type Options struct {
 	// target's listening ports.
 	Ports    []uint16
 	Path     Path // hook; PathAuto by default
-	RingSize int  // ring buffer bytes, a power of two ≥ page size; 0 means 8 MiB
+	RingSize int  // ring buffer bytes, a power of two ≥ page size; 0 means 4 MiB
 }
 
 // Sample is one observation of a socket's receive queue: by Time, the

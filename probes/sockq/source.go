@@ -50,7 +50,7 @@ const (
 // SourceOptions configure the source.
 type SourceOptions struct {
 	Path     Path
-	RingSize int           // 0: 8 MiB
+	RingSize int           // 0: 4 MiB
 	Horizon  time.Duration // 0: Env.MaxInBroker + waitMargin, or DefaultHorizon
 }
 
@@ -226,7 +226,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		Ports: []uint16{},
 	}
 	if m.RingSize == 0 {
-		m.RingSize = 8 << 20
+		m.RingSize = 4 << 20
 	}
 	m.Ports = append(m.Ports, s.tr.Ports()...)
 	for o := NoSocket; int(o) < len(outcomeNames); o++ {

@@ -26,7 +26,7 @@ func Spec() source.Spec {
 		Flags: func(fl *pflag.FlagSet) {
 			fl.BoolVar(&on, "sockq", true, "record when each message's bytes were queued on the broker's socket and how long they waited there (t_arrive_ns, sockq_wait_ns in messages.csv)")
 			fl.StringVar(&path, "sockq-path", "auto", "socket-queue probe hook: auto, data_ready (sock:sk_data_ready, Linux 6.3+) or tcp_probe (older kernels)")
-			fl.IntVar(&opts.RingSize, "sockq-ring-size", 8<<20, "socket-queue probe ring buffer size in bytes (a power of two)")
+			fl.IntVar(&opts.RingSize, "sockq-ring-size", 4<<20, "socket-queue probe ring buffer size in bytes (a power of two)")
 			fl.DurationVar(&opts.Horizon, "sockq-horizon", 0, "keep socket-queue samples this long: messages whose bytes arrived longer before their copy left get empty t_arrive_ns (default: --id-ttl + 10s)")
 		},
 		New: func(*process.Process) (source.Source, error) {
