@@ -46,16 +46,15 @@ func (m *Message) Row() recfile.Message {
 // Counts are what the matcher saw, as meta.json records them.
 type Counts = recfile.MessageCounts
 
-// inRec is an id in flight: its read. It is 40 bytes, the connection's
-// fields laid out flat, since the matcher holds one for every id read in
+// inRec is an id in flight: its read. It is 32 bytes, its connection a
+// number (connTable), since the matcher holds one for every id read in
 // the last TTL.
 type inRec struct {
-	id           uint64
-	t            int64
-	sock         uint64
-	tid, seq     uint32
-	outs         uint32
-	lport, rport uint16
+	id       uint64
+	t        int64
+	conn     uint32
+	tid, seq uint32
+	outs     uint32
 }
 
 // Matcher pairs reads with writes. Add is called from one goroutine; the
@@ -74,6 +73,10 @@ type Matcher struct {
 	ins   ring[inRec]
 	ids   idTable
 	first uint64
+	conns connTable
+	// forgotTo is the read time before which connections were last
+	// forgotten (once per TTL of event time).
+	forgotTo int64
 	// dead holds ids that expired with no copy out, until their read is
 	// two TTLs old; the value says a late copy was seen.
 	dead   map[uint64]bool
@@ -148,7 +151,7 @@ func (m *Matcher) addOut(io *events.IO) {
 		m.msg = Message{
 			ID: mk.ID, TIn: in.t, TOut: io.Time,
 			InTID: in.tid, OutTID: io.TID,
-			InConn:  events.Conn{Sock: in.sock, LocalPort: in.lport, RemotePort: in.rport},
+			InConn:  m.conns.conn(in.conn),
 			OutConn: io.Conn,
 			Copy:    in.outs, InSeq: in.seq, OutSeq: io.SeqEnd - io.Bytes + mk.End,
 		}
@@ -180,8 +183,7 @@ func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
 
 // pushIn queues the read of mk in read order.
 func (m *Matcher) pushIn(io *events.IO, mk events.Marker) {
-	m.ins.push(inRec{id: mk.ID, t: io.Time, sock: io.Conn.Sock, tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
-		lport: io.Conn.LocalPort, rport: io.Conn.RemotePort})
+	m.ins.push(inRec{id: mk.ID, t: io.Time, conn: m.conns.number(io.Conn, io.Time), tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End})
 	if m.FirstIn != nil {
 		m.FirstIn(io.Time)
 	}
@@ -217,12 +219,29 @@ func (m *Matcher) expire(upTo int64) {
 			m.buried.push(stamp{in.id, in.t})
 		}
 	}
+	m.forgetConns(upTo)
 	for s, ok := m.buried.peek(); ok && s.t <= upTo-m.ttl; s, ok = m.buried.peek() {
 		m.buried.pop()
 		if !m.dead[s.id] {
 			m.expired.Add(1)
 		}
 		delete(m.dead, s.id)
+	}
+}
+
+// forgetConns frees, once per TTL of event time, the numbers of the
+// connections no read held is on: their latest read was a TTL before the
+// first held (reads from different CPUs arrive nearly, not exactly, in
+// time order), or any when none is held.
+func (m *Matcher) forgetConns(upTo int64) {
+	if upTo-m.forgotTo < m.ttl {
+		return
+	}
+	m.forgotTo = upTo
+	if in, ok := m.ins.peek(); ok {
+		m.conns.forget(in.t - m.ttl)
+	} else {
+		m.conns.forget(upTo + 1)
 	}
 }
 

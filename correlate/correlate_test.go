@@ -181,3 +181,34 @@ func TestQueueIdenticalKeys(t *testing.T) {
 		t.Fatalf("counts %+v", c)
 	}
 }
+
+// TestConnsComeAndGo: 20 000 connections, each reading one message whose
+// copy is written 250 ns later while the next connections read theirs
+// (TTL 300 ns): every row names the connection its message was read on,
+// though connection numbers are freed and given again, and the matcher
+// never numbers more than the connections of the last few TTLs.
+func TestConnsComeAndGo(t *testing.T) {
+	bad := 0
+	m := New(func(msg *Message) {
+		if want := uint16(msg.ID % 50000); msg.InConn.LocalPort != want || msg.InConn.Sock != 0xffff0000+uint64(want) {
+			bad++
+		}
+	}, 300)
+	most := 0
+	for i := range 20000 {
+		lport := uint16(i % 50000)
+		m.Add(io(events.In, int64(i*50), 1, lport, uint64(i)))
+		if i >= 5 {
+			m.Add(io(events.Out, int64(i*50)+1, 2, 60000, uint64(i-5)))
+		}
+		most = max(most, len(m.conns.uses))
+	}
+	if c := m.Finish(); c.Copies != 19995 || bad != 0 {
+		t.Fatalf("%d copies, %d with the wrong connection: want 19995, 0", c.Copies, bad)
+	}
+	// A TTL is 6 reads; connections are freed a TTL after the first read
+	// held, once per TTL: 6 × 3 numbers at most, and a few for the order.
+	if most > 24 {
+		t.Fatalf("the matcher numbered up to %d connections at once, want ≤ 24", most)
+	}
+}

@@ -10,9 +10,12 @@ import (
 )
 
 // Heap headroom while recording: the Go runtime may hold the live heap
-// plus an eighth plus heapSlack, checked every heapEvery.
+// plus an eighth plus heapSlack, and at least heapFloor (so that the
+// collector never chases a burst that outgrew the last check), checked
+// every heapEvery.
 const (
 	heapSlack = 16 << 20
+	heapFloor = 64 << 20
 	heapEvery = time.Second
 )
 
@@ -44,6 +47,6 @@ func holdHeap(ctx context.Context) {
 			return
 		}
 		n := live[0].Value.Uint64()
-		debug.SetMemoryLimit(int64(n + n/8 + heapSlack))
+		debug.SetMemoryLimit(max(int64(n+n/8+heapSlack), heapFloor))
 	}
 }
