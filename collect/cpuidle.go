@@ -66,8 +66,9 @@ const idleWait = 50 * time.Millisecond
 //
 // The files are opened once and read with pread every window.
 type idleReader struct {
+	source string // ExactBusyCpuidle, or ExactBusyTimerList without cpuidle
 	cpus   []int64
-	files  [][]*os.File // per CPU, one per idle state
+	files  [][]*os.File // per CPU, one per idle state (cpuidle) or the timer list
 	pinned []bool
 	req    []chan uint64 // per pinned CPU: read for this reading
 	resp   chan idleAt
@@ -84,31 +85,58 @@ type idleAt struct {
 	err  error
 }
 
-// openIdle opens the cpuidle residency of each of cpus under root and
-// starts their pinned readers, or says why it cannot: no cpuidle driver
-// (virtual machines without haltpoll, cpuidle.off=1), or idle=poll, whose
-// idle loop polls outside cpuidle, so that residency would leave out the
-// idle time.
-func openIdle(root string, cpus []int64) (*idleReader, error) {
-	if root == cpuidleRoot {
-		if b, err := os.ReadFile("/proc/cmdline"); err == nil && slices.Contains(strings.Fields(string(b)), "idle=poll") {
-			return nil, errors.New("the kernel runs with idle=poll, which idles outside cpuidle")
-		}
-	}
+// openIdle opens the cpuidle residency of each of cpus under root, or
+// where that is missing the tick code's idle time in the timer list tl,
+// and starts their pinned readers, or says why it cannot: no cpuidle
+// driver (virtual machines without haltpoll, cpuidle.off=1) and no
+// tick-less idle time, or idle=poll, whose idle loop polls outside
+// cpuidle, so that residency would leave out the idle time.
+func openIdle(root, tl string, cpus []int64) (*idleReader, error) {
 	if len(cpus) == 0 {
 		return nil, errors.New("no CPUs in /proc/stat")
 	}
-	r := &idleReader{cpus: slices.Sorted(slices.Values(cpus)), buf: make([]byte, 32)}
-	for _, cpu := range r.cpus {
-		files, err := openStates(root, cpu)
-		if err != nil {
-			r.close()
-			return nil, err
+	r := &idleReader{source: ExactBusyCpuidle, cpus: slices.Sorted(slices.Values(cpus)), buf: make([]byte, 0, 64<<10)}
+	err := r.openCpuidle(root)
+	if err != nil {
+		files, tlErr := openTimerList(tl, r.cpus)
+		if tlErr != nil {
+			return nil, fmt.Errorf("%w; %w", err, tlErr)
 		}
-		r.files = append(r.files, files)
+		r.source, r.files = ExactBusyTimerList, files
 	}
 	r.pin()
 	return r, nil
+}
+
+// openCpuidle opens the residency files of every CPU's idle states.
+func (r *idleReader) openCpuidle(root string) error {
+	if root == cpuidleRoot {
+		if b, err := os.ReadFile("/proc/cmdline"); err == nil && slices.Contains(strings.Fields(string(b)), "idle=poll") {
+			return errors.New("the kernel runs with idle=poll, which idles outside cpuidle")
+		}
+	}
+	for _, cpu := range r.cpus {
+		files, err := openStates(root, cpu)
+		if err != nil {
+			for _, fs := range r.files {
+				closeAll(fs)
+			}
+			r.files = nil
+			return err
+		}
+		r.files = append(r.files, files)
+	}
+	return nil
+}
+
+// busy reads the busy clock of the i-th CPU from its files, with buf for
+// the reading. The files are passed, not looked up: close may have let go
+// of r.files while a pinned reader answers a late request.
+func (r *idleReader) busy(i int, files []*os.File, buf *[]byte) (int64, error) {
+	if r.source == ExactBusyTimerList {
+		return readTimerList(files[0], r.cpus[i], buf)
+	}
+	return readBusy(files, (*buf)[:32])
 }
 
 // openStates opens the residency files of one CPU's idle states.
@@ -158,9 +186,9 @@ func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready cha
 		return
 	}
 	ready <- true
-	buf := make([]byte, 32)
+	buf := make([]byte, 0, 64<<10)
 	for seq := range req {
-		busy, err := readBusy(files, buf)
+		busy, err := r.busy(i, files, &buf)
 		select {
 		case r.resp <- idleAt{i: i, seq: seq, busy: busy, err: err}:
 		default: // only answers no reading waits for fill it
@@ -205,7 +233,7 @@ func (r *idleReader) read() (map[int64]int64, int64, error) {
 	want := 0
 	for i := range r.cpus {
 		if !r.pinned[i] {
-			busy, err := readBusy(r.files[i], r.buf)
+			busy, err := r.busy(i, r.files[i], &r.buf)
 			add(idleAt{i: i, busy: busy, err: err})
 			continue
 		}

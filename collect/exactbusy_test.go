@@ -310,7 +310,7 @@ func TestExactBusyMissing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := runSource(t, self, Options{cpuidleRoot: t.TempDir()}, 3)
+	r := runSource(t, self, Options{cpuidleRoot: t.TempDir(), timerList: filepath.Join(t.TempDir(), "timer_list")}, 3)
 	m := r.meta
 	if m.ExactBusySource != "" || !strings.Contains(m.ExactBusyMissing, "no cpuidle states") || m.Totals.SystemExactNs != nil || m.Totals.SystemMinusExactNs != nil {
 		t.Fatalf("meta %+v", m)
@@ -338,7 +338,7 @@ func TestExactBusyMissing(t *testing.T) {
 func TestIdleReaderClosePending(t *testing.T) {
 	cpus := []int64{0, 1}
 	for range 200 {
-		r, err := openIdle(cpuidleRoot, cpus)
+		r, err := openIdle(cpuidleRoot, timerList, cpus)
 		if err != nil {
 			t.Skipf("cpuidle: %v", err) // TestExactBusy fails on this host
 		}

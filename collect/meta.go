@@ -19,7 +19,8 @@ type CPUMeta struct {
 	BrokerCPUSource string `json:"broker_cpu_source"`
 	// ExactBusySource is where the exact busy columns (cpu.csv
 	// system_exact_util, cpu_cores.csv busy_exact_util) come from:
-	// "cpuidle", or "" when they are empty and ExactBusyMissing says why.
+	// "cpuidle", "timer_list" where there is no cpuidle, or "" when they
+	// are empty and ExactBusyMissing says why.
 	// The tick-sampled /proc/stat columns are cross-checks.
 	ExactBusySource  string `json:"exact_busy_source"`
 	ExactBusyMissing string `json:"exact_busy_missing,omitempty"`
@@ -79,7 +80,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		ExactBusyMissing: s.idleWhy,
 	}
 	if s.idle != nil {
-		meta.ExactBusySource = ExactBusyCpuidle
+		meta.ExactBusySource = s.idle.source
 		meta.ExactBusyRemote = s.idle.remote()
 		s.idle.close()
 	}

@@ -33,9 +33,11 @@ type Options struct {
 	// cannot be read.
 	cgroupRoot string
 	cgroupPath string
-	// cpuidleRoot, when set, replaces /sys/devices/system/cpu: tests use
-	// it to simulate a host without cpuidle.
+	// cpuidleRoot, when set, replaces /sys/devices/system/cpu, and
+	// timerList /proc/timer_list: tests use them to simulate a host
+	// without cpuidle, or without either.
 	cpuidleRoot string
+	timerList   string
 }
 
 // Source is the "cpu" source.Source: it reads the broker's cgroup CPU time,
@@ -195,12 +197,12 @@ func (s *Source) Start(env *source.Env) error {
 	return nil
 }
 
-// openIdle opens the cpuidle residency of the CPUs /proc/stat lists.
+// openIdle opens the idle time of the CPUs /proc/stat lists.
 func (s *Source) openIdle() {
 	root := cmp.Or(s.opts.cpuidleRoot, cpuidleRoot)
 	_, per, err := readSystem(s.fs)
 	if err == nil {
-		s.idle, err = openIdle(root, slices.Collect(maps.Keys(per)))
+		s.idle, err = openIdle(root, cmp.Or(s.opts.timerList, timerList), slices.Collect(maps.Keys(per)))
 	}
 	if err != nil {
 		s.idleWhy = err.Error()

@@ -143,8 +143,8 @@ type SweepStep struct {
 	Messages     int64   `json:"messages"` // messages.csv first copies in the window
 	// BrokerUtil is the broker's CPU in CPUs' worth (BrokerUtilSource:
 	// cgroup or schedstat), SystemUtil all CPUs' busy time
-	// (SystemUtilSource: cpuidle, exact, when every row has it; else
-	// proc_stat, tick-sampled).
+	// (SystemUtilSource: cpuidle or timer_list, exact, when every row has
+	// it; else proc_stat, tick-sampled).
 	BrokerUtil       float64 `json:"broker_util"`
 	BrokerUtilSource string  `json:"broker_util_source"`
 	SystemUtil       float64 `json:"system_util"`

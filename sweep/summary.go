@@ -146,9 +146,24 @@ func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 	}
 	st.SystemUtil, st.SystemUtilSource = sys/dur, "proc_stat"
 	if exactAll {
-		st.SystemUtil, st.SystemUtilSource = exact/dur, "cpuidle"
+		st.SystemUtil, st.SystemUtilSource = exact/dur, exactSource(dir)
 	}
 	return nil
+}
+
+// exactSource is where the recording in dir took its exact busy columns
+// from: cpuidle, or timer_list on hosts without cpuidle (meta.json's cpu
+// source says).
+func exactSource(dir string) string {
+	var meta recfile.Meta
+	if recfile.ReadJSON(dir, recfile.MetaFile, &meta) == nil {
+		if m, ok := meta.Sources["cpu"].Meta.(map[string]any); ok {
+			if s, ok := m["exact_busy_source"].(string); ok && s != "" {
+				return s
+			}
+		}
+	}
+	return "cpuidle"
 }
 
 // sched fills context switches per message entering the broker, by both

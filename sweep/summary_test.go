@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/brokertrace/brokertrace/internal/testutil"
+	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/recfile"
 )
 
@@ -15,10 +16,12 @@ func TestCPUSystemExact(t *testing.T) {
 	in := func(int64) bool { return true }
 	for _, c := range []struct {
 		name     string
-		gap      bool // one row without the exact column
+		gap      bool   // one row without the exact column
+		source   string // meta.json's exact_busy_source; "": no meta.json
 		want     float64
 		wantFrom string
-	}{{"exact", false, 0.6, "cpuidle"}, {"a row without", true, 0.1, "proc_stat"}} {
+	}{{"exact", false, "", 0.6, "cpuidle"}, {"exact from the timer list", false, "timer_list", 0.6, "timer_list"},
+		{"a row without", true, "timer_list", 0.1, "proc_stat"}} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()
 			rows := []recfile.CPURow{
@@ -30,6 +33,12 @@ func TestCPUSystemExact(t *testing.T) {
 			}
 			if err := recfile.WriteTable(testutil.OutDir(t, dir), recfile.CPUFile, rows); err != nil {
 				t.Fatal(err)
+			}
+			if c.source != "" {
+				meta := recfile.Meta{Sources: map[string]recfile.SourceMeta{"cpu": {Meta: map[string]any{"exact_busy_source": c.source}}}}
+				if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.MetaFile, &meta, outdir.FilePerm); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var st recfile.SweepStep
 			if err := cpu(dir, &st, in); err != nil {
