@@ -45,8 +45,9 @@ type Boost struct {
 }
 
 // The watcher's defaults: a quarter of record's 8 MiB socket ring holds
-// some 25 ms of a saturated broker's events, five watcher periods; lowered once drained
-// to a twentieth, so that a brief lift does not flap.
+// some 25 ms of a saturated broker's events, five watcher periods;
+// lowered once drained to a twentieth, so that a brief lift does not
+// flap.
 const (
 	DefaultBoostHigh  = 0.25
 	DefaultBoostLow   = 0.05
