@@ -76,6 +76,9 @@ enum fstate_st {
 #define A_GOTHDR 8  /* ... its header frame was read */
 #define A_EMITEND 16 /* ... with an empty body: its record ends with the frame */
 
+/* HAS_PROTO tells whether the parser of protocol p was asked for. */
+#define HAS_PROTO(p) (frame_protos & (1u << (p)))
+
 /* frame_ports maps a broker's TCP port to the protocol spoken on it; a
  * socket's protocol is that of its local port, else of its remote one. */
 struct {
@@ -1698,25 +1701,26 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 		fs->pos += 1;
 		if (fs->state == F_TLS)
 			continue;
-		if (fs->proto == BT_PROTO_MQTT) {
+		/* Only the protocols asked for: see frame_protos. */
+		if (HAS_PROTO(BT_PROTO_MQTT) && fs->proto == BT_PROTO_MQTT) {
 			frame_mqtt_byte(vc->f_at, ch);
 			frame_due(fs);
-		} else if (fs->proto == BT_PROTO_STOMP) {
+		} else if (HAS_PROTO(BT_PROTO_STOMP) && fs->proto == BT_PROTO_STOMP) {
 			if (!stomp_fast(fs, ch)) {
 				frame_stomp_byte(vc->f_at, ch);
 				frame_due(fs);
 			}
-		} else if (fs->proto == BT_PROTO_REDIS) {
+		} else if (HAS_PROTO(BT_PROTO_REDIS) && fs->proto == BT_PROTO_REDIS) {
 			if (!redis_fast(fs, ch, fs->dir & 1)) {
 				frame_redis_byte(vc->f_at, ch);
 				frame_due(fs);
 			}
-		} else if (fs->proto == BT_PROTO_AMQP) {
+		} else if (HAS_PROTO(BT_PROTO_AMQP) && fs->proto == BT_PROTO_AMQP) {
 			if (!amqp_fast(fs, ch)) {
 				frame_amqp_byte(vc->f_at, ch);
 				frame_due(fs);
 			}
-		} else {
+		} else if (HAS_PROTO(BT_PROTO_NATS)) {
 			nats_byte(c, st, fs, ch, vc->f_at, fs->dir & 1);
 		}
 	}
@@ -1882,11 +1886,13 @@ static __always_inline __u8 frame_proto(struct sock *sk)
 }
 
 /* frame_parsed tells whether the kernel parser has protocol proto
- * (frame.Proto.Kernel). */
+ * (frame.Proto.Kernel) and was asked for it: a socket of any other is
+ * counted, not parsed. */
 static __always_inline bool frame_parsed(__u8 proto)
 {
-	return proto == BT_PROTO_NATS || proto == BT_PROTO_MQTT || proto == BT_PROTO_STOMP || proto == BT_PROTO_AMQP ||
-	       proto == BT_PROTO_REDIS;
+	return (proto == BT_PROTO_NATS || proto == BT_PROTO_MQTT || proto == BT_PROTO_STOMP || proto == BT_PROTO_AMQP ||
+		proto == BT_PROTO_REDIS) &&
+	       HAS_PROTO(proto);
 }
 
 /* frame_init sets up a parser of direction dir for protocol proto. */

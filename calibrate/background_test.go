@@ -67,8 +67,13 @@ func TestBackgroundKnown(t *testing.T) {
 	if sw.Idle.WakeupsPerSec < 0.95*1e6/(period+burnUs) {
 		t.Errorf("idle step: %.1f wake-ups/s, want at least the background thread's %.0f", sw.Idle.WakeupsPerSec, 1e6/(period+burnUs))
 	}
-	if d := msg.Value / 1e3; d < 0.9*perMsg || d > perMsg+15 {
-		t.Errorf("cost per message %.1f µs with %d µs burnt per line and a background: want %d µs plus at most 15 µs of read and write calls", d, perMsg, perMsg)
+	// Beside what it burns, a line costs the relay its read and write
+	// calls (3–6 µs, TestWakeCostKnown) and, as this fit takes every
+	// thread's windows, its runtime's hand-offs between threads: on a host
+	// whose idle is a plain halt the fit gave 53.6–58.3 µs per message in
+	// four runs. Without the idle step's background it gives 106–116 µs.
+	if d := msg.Value / 1e3; d < 0.9*perMsg || d > perMsg+25 {
+		t.Errorf("cost per message %.1f µs with %d µs burnt per line and a background: want %d µs plus at most 25 µs of calls and hand-offs", d, perMsg, perMsg)
 	}
 	steps, err := loadSteps(dir, &sw)
 	if err != nil {

@@ -266,8 +266,16 @@ func (d *amqpDriver) Subscribe(handler func(body []byte)) error {
 
 // declare declares the queue the consumer consumes from: the run's, or
 // with an exchange one of its own bound to the exchange by the subject.
+// A queue of the run's name that exists is used as it is: an operator's
+// durable or quorum queue, or a federated one, whose upstream copy must
+// outlive the federation link's consumer (an auto-delete one went with
+// it when the link paused, and the producer's messages were dropped until
+// the link came back: 6 439 of 25 000 in one run).
 func (d *amqpDriver) declare() (string, error) {
 	if d.exchange == "" {
+		if d.queueExists() {
+			return d.queue, nil
+		}
 		if _, err := d.ch.QueueDeclare(d.queue, false, true, false, false, nil); err != nil {
 			return "", configErrorf("AMQP broker at %s refused to declare queue %q: %v (a queue of that name with other properties exists? use another subject)", d.host, d.queue, err)
 		}
@@ -281,6 +289,19 @@ func (d *amqpDriver) declare() (string, error) {
 		return "", configErrorf("AMQP broker at %s refused to bind a queue to exchange %q with key %q: %v (no such exchange?)", d.host, d.exchange, d.queue, err)
 	}
 	return q.Name, nil
+}
+
+// queueExists asks the broker whether the run's queue exists, on a
+// channel of its own: the broker closes the channel that asked for a queue
+// it does not have.
+func (d *amqpDriver) queueExists() bool {
+	ch, err := d.conn.Channel()
+	if err != nil {
+		return false
+	}
+	defer ch.Close()
+	_, err = ch.QueueDeclarePassive(d.queue, false, false, false, false, nil)
+	return err == nil
 }
 
 // Flush waits for every confirm in confirm mode. Otherwise it makes a

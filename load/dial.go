@@ -186,7 +186,8 @@ mqtt://[USER:PASS@]HOST[:1883][/TOPIC][?qos=0|1&version=3.1.1|5]
 stomp://[USER:PASS@]HOST[:61613][/queue/NAME|/topic/NAME][?ack=auto|client|client-individual&vhost=V]
                                                      STOMP; default destination /queue/SUBJECT
 amqp://[USER:PASS@]HOST[:5672][/VHOST][?ack=auto|manual&prefetch=N&confirm=0|1&exchange=NAME]
-                                                     AMQP 0-9-1; queue = subject; confirm=1: publisher confirms;
+                                                     AMQP 0-9-1; queue = subject (an existing one as it is, else
+                                                     declared auto-delete); confirm=1: publisher confirms;
                                                      exchange: routing key = subject, a queue per consumer (fan-out)
 redis://[[USER]:PASS@]HOST[:6379][/CHANNEL]          Redis pub/sub; default channel = subject
 tcp://HOST:PORT[?framing=len|line]                   raw TCP to a relay that forwards every frame to its other connections`

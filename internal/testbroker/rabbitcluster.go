@@ -54,15 +54,18 @@ const (
 )
 
 // StartRabbitFederation runs two RabbitMQ nodes, each in its own network
-// namespace, the two joined by a veth pair (see addNodeNetNS). Node 2 has
-// node 1 as federation upstream for every queue whose name starts with
-// prefix: once such a queue on node 2 has a consumer, node 2 dials node 1
-// over the pair (its federation link, an AMQP connection) and consumes from
-// node 1's queue of the same name, which the link declares there,
-// republishing what it gets to its own queue. A message published to that queue on node 1 thus crosses both
-// brokers: no Erlang distribution between them, no shared cookie. Both
-// nodes boot at once; it returns when both serve AMQP.
-func StartRabbitFederation(tb testing.TB, prefix string) *RabbitFederation {
+// namespace, the two joined by a veth pair (see addNodeNetNS). Both nodes
+// have a durable queue named queue, and node 2 has node 1 as its
+// federation upstream for it: once the queue on node 2 has a consumer,
+// node 2 dials node 1 over the pair (its federation link, an AMQP
+// connection) and consumes from node 1's queue, republishing what it gets
+// to its own. A message published to that queue on node 1 thus crosses
+// both brokers: no Erlang distribution between them, no shared cookie.
+// The queue is declared at boot on both nodes and outlives the link's
+// consumer: a queue the load declared, auto-delete, went away on node 1
+// whenever the link paused, and what was published meanwhile was dropped.
+// Both nodes boot at once; it returns when both serve AMQP.
+func StartRabbitFederation(tb testing.TB, queue string) *RabbitFederation {
 	tb.Helper()
 	need(tb, RabbitMQServerBin)
 	need(tb, EPMDBin)
@@ -76,9 +79,8 @@ func StartRabbitFederation(tb testing.TB, prefix string) *RabbitFederation {
 	}
 	f.Nodes[0].LinkIP, f.Nodes[1].LinkIP = linkNodeNetNS(tb, f.Nodes[0].NetNS, f.Nodes[1].NetNS, 1, 2)
 	upstream := fmt.Sprintf("amqp://%s:%s@%s:%d", RabbitMQUser, RabbitMQPassword, f.Nodes[0].LinkIP, rabbitAMQPPort)
-	defs := federationDefs(upstream, prefix)
-	startRabbitNode(tb, f.Nodes[0], nil)
-	startRabbitNode(tb, f.Nodes[1], defs)
+	startRabbitNode(tb, f.Nodes[0], rabbitDefs(queue, ""))
+	startRabbitNode(tb, f.Nodes[1], rabbitDefs(queue, upstream))
 	for _, n := range f.Nodes {
 		if err := n.Proc.waitServing(n.AMQPAddr, rabbitReadyTimeout); err != nil {
 			tb.Fatal(err)
@@ -87,10 +89,11 @@ func StartRabbitFederation(tb testing.TB, prefix string) *RabbitFederation {
 	return f
 }
 
-// federationDefs is node 2's definitions file, loaded at boot (so no
-// rabbitmqctl, which would need the node's cookie): the upstream and the
-// policy that federates the queues starting with prefix from it.
-func federationDefs(uri, prefix string) []byte {
+// rabbitDefs is a node's definitions file, loaded at boot (so no
+// rabbitmqctl, which would need the node's cookie): the user, the queue
+// and, with an upstream URI, the upstream and the policy that federates
+// the queue from it.
+func rabbitDefs(queue, upstream string) []byte {
 	type kv = map[string]any
 	// A node that loads definitions at boot creates no default user: guest
 	// comes with them.
@@ -99,10 +102,13 @@ func federationDefs(uri, prefix string) []byte {
 			"hashing_algorithm": "rabbit_password_hashing_sha256", "tags": []string{"administrator"}}},
 		"vhosts":      []kv{{"name": "/"}},
 		"permissions": []kv{{"user": RabbitMQUser, "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}},
-		"parameters": []kv{{"vhost": "/", "component": "federation-upstream", "name": "node1",
-			"value": kv{"uri": uri, "ack-mode": "on-confirm"}}},
-		"policies": []kv{{"vhost": "/", "name": "federate", "pattern": "^" + regexpQuote(prefix), "apply-to": "queues",
-			"priority": 0, "definition": kv{"federation-upstream": "node1"}}},
+		"queues":      []kv{{"name": queue, "vhost": "/", "durable": true, "auto_delete": false, "arguments": kv{}}},
+	}
+	if upstream != "" {
+		defs["parameters"] = []kv{{"vhost": "/", "component": "federation-upstream", "name": "node1",
+			"value": kv{"uri": upstream, "ack-mode": "on-confirm"}}}
+		defs["policies"] = []kv{{"vhost": "/", "name": "federate", "pattern": "^" + regexpQuote(queue) + "$", "apply-to": "queues",
+			"priority": 0, "definition": kv{"federation-upstream": "node1"}}}
 	}
 	b, err := json.Marshal(defs)
 	if err != nil {
@@ -133,8 +139,8 @@ func regexpQuote(s string) string {
 }
 
 // startRabbitNode starts node's epmd and then the node itself in its
-// namespace, with the federation plugin and, when defs is not nil, those
-// definitions; it does not wait for the node.
+// namespace, with the federation plugin and those definitions; it does
+// not wait for the node.
 func startRabbitNode(tb testing.TB, n *RabbitNode, defs []byte) {
 	tb.Helper()
 	dir := tb.TempDir()
@@ -143,11 +149,8 @@ func startRabbitNode(tb testing.TB, n *RabbitNode, defs []byte) {
 		// The federation link logs in as guest from node 2's address.
 		"loopback_users = none",
 	}
-	files := map[string]string{"enabled_plugins": "[rabbitmq_federation].\n", "rabbitmq-env.conf": ""}
-	if defs != nil {
-		files["definitions.json"] = string(defs)
-		conf = append(conf, "load_definitions = "+filepath.Join(dir, "definitions.json"))
-	}
+	files := map[string]string{"enabled_plugins": "[rabbitmq_federation].\n", "rabbitmq-env.conf": "", "definitions.json": string(defs)}
+	conf = append(conf, "load_definitions = "+filepath.Join(dir, "definitions.json"))
 	files["rabbitmq.conf"] = strings.Join(conf, "\n") + "\n"
 	if err := fillDir(dir, []string{"home", "mnesia", "log"}, files); err != nil {
 		tb.Fatal(err)

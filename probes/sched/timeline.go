@@ -69,6 +69,12 @@ func (tl *timeline) seal(upTo int64) {
 		tl.sorted = len(tl.pending)
 	}
 	n := sort.Search(len(tl.pending), func(i int) bool { return tl.pending[i].Time >= upTo })
+	if n == 0 {
+		// Nothing to merge: most calls between two ring reads. Moving
+		// the pending switches onto themselves cost a tenth of
+		// brokertrace's CPU at 20 000 msg/s.
+		return
+	}
 	for _, s := range tl.pending[:n] {
 		tl.merge(s)
 	}

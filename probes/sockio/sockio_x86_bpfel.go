@@ -201,6 +201,7 @@ const (
 	sockioProgSysExitRecvmmsg = "sys_exit_recvmmsg"
 	sockioProgSysExitSendmmsg = "sys_exit_sendmmsg"
 	sockioProgSysExitSplice   = "sys_exit_splice"
+	sockioVarFrameProtos      = "frame_protos"
 	sockioVarMatchMode        = "match_mode"
 	sockioVarScanLimit        = "scan_limit"
 	sockioVarTargTgid         = "targ_tgid"
@@ -282,6 +283,7 @@ type sockioMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioVariableSpecs struct {
+	FrameProtos *ebpf.VariableSpec `ebpf:"frame_protos"`
 	MatchMode   *ebpf.VariableSpec `ebpf:"match_mode"`
 	ScanLimit   *ebpf.VariableSpec `ebpf:"scan_limit"`
 	TargTgid    *ebpf.VariableSpec `ebpf:"targ_tgid"`
@@ -335,6 +337,7 @@ func (m *sockioMaps) Close() error {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioVariables struct {
+	FrameProtos *ebpf.Variable `ebpf:"frame_protos"`
 	MatchMode   *ebpf.Variable `ebpf:"match_mode"`
 	ScanLimit   *ebpf.Variable `ebpf:"scan_limit"`
 	TargTgid    *ebpf.Variable `ebpf:"targ_tgid"`
