@@ -24,7 +24,7 @@ const (
 // globals, and the pages it freed go back to the kernel slowly: at
 // 100 000 msg/s a live heap of 35–55 MB (the ids in flight and the
 // switch history) showed as 80–125 MB of anonymous RSS, wandering from
-// run to run. A soft memory limit a quarter above the live heap, raised
+// run to run. A soft memory limit an eighth and heapSlack above the live heap, raised
 // and lowered with it, makes the collector run a little more often and
 // return pages promptly. At that rate brokertrace allocates a few MB a
 // second: with 16 MiB of slack the collector ran 13 times in 85 s (7.3 ms
