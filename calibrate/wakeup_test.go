@@ -237,6 +237,27 @@ func fitRelay(t *testing.T, bin string, spinUs, perMsgUs int) (msgNs, wakeNs flo
 	return d, w // ns: the points are ns of CPU against counts
 }
 
+// keepBusy runs a spinning thread at SCHED_IDLE on cpu for the test's
+// length. Without it, a wake-up that finds the CPU halted costs the woken
+// thread more (the exit from idle, cold caches) than one that finds it
+// busy, and the relay that burns 300 µs per wake-up leaves its CPU idle
+// less often than the one that burns none: its cost per wake-up grew by
+// 223 µs, not 300, on a host whose exit from idle cost 133 µs. Any thread
+// of the relay preempts the spinner at once (it is SCHED_IDLE), and its
+// CPU time is not the relay's.
+func keepBusy(t *testing.T, cpu int) {
+	t.Helper()
+	testutil.RequireTools(t, "chrt")
+	cmd := exec.Command("chrt", "--idle", "0", "taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+}
+
 // TestWakeCostKnown: the fit recovers what a relay built to spend a known
 // CPU time per wake-up and per message spends. The relay's own costs
 // (read and write calls, the kernel's switch) come on top of what it
@@ -248,6 +269,7 @@ func TestWakeCostKnown(t *testing.T) {
 	testutil.RequireRoot(t, "records the relay with eBPF probes")
 	testutil.RequireTools(t, "taskset")
 	bin := testutil.Binary(t)
+	keepBusy(t, 0)
 	const perMsg, spin = 40, 300
 	d0, w0 := fitRelay(t, bin, 0, perMsg)
 	d1, w1 := fitRelay(t, bin, spin, perMsg)
