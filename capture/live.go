@@ -59,11 +59,11 @@ func LiveSizeKey(dir string, k int) string {
 	return "pkts_" + dir + "_payload_le_" + strconv.FormatUint(SizeClassMax(k), 10)
 }
 
-// LiveValues implements source.Live: net.csv's row for the last window, by
-// column name (absent before the first window), and the cumulative counts
-// named by LiveDrops, LivePkts, LiveBytes and LiveSizeKey. The window's
-// message counts are those read so far: messages still in the socket
-// probe's ring buffer (milliseconds' worth) are missing from it.
+// LiveValues implements source.Live: net.csv's row for the newest window
+// that ends before the timeline's ReadTo (its messages all read, as
+// sched's liveWindow says why), by column name (absent before there is
+// one), and the cumulative counts named by LiveDrops, LivePkts, LiveBytes
+// and LiveSizeKey.
 func (s *Source) LiveValues() map[string]float64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -71,13 +71,18 @@ func (s *Source) LiveValues() map[string]float64 {
 	if s.capt == nil {
 		return v
 	}
-	if n := len(s.windows); n > 0 {
+	read := s.env.Timeline.ReadTo()
+	k := len(s.windows) - 1
+	for k >= 0 && s.windows[k].end > read {
+		k--
+	}
+	if k >= 0 {
 		from, prev := s.netStart(), s.first
 		prev.In, prev.Out = Counts{}, Counts{} // the capture counts from zero
-		if n >= 2 {
-			from, prev = s.windows[n-2].end, s.windows[n-2].snap
+		if k >= 1 {
+			from, prev = s.windows[k-1].end, s.windows[k-1].snap
 		}
-		row := netRow(from, s.windows[n-1].end, prev, s.windows[n-1].snap, s.env.Timeline)
+		row := netRow(from, s.windows[k].end, prev, s.windows[k].snap, s.env.Timeline)
 		v = recfile.Values(&row)
 	}
 	snap := s.capt.Snapshot()

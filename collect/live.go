@@ -2,15 +2,22 @@ package collect
 
 import "github.com/brokertrace/brokertrace/recfile"
 
-// LiveValues implements source.Live: cpu.csv's row for the window between
-// the last two readings, by column name; empty before the second reading.
-// The window's message counts are those read so far: messages still in the
-// socket probe's ring buffer (milliseconds' worth) are missing from it.
+// LiveValues implements source.Live: cpu.csv's row for the newest window
+// between two readings that ends before the timeline's ReadTo (its
+// messages all read, as sched's liveWindow says why), by column name;
+// empty before there is one.
 func (s *Source) LiveValues() map[string]float64 {
-	n := len(s.readings)
-	if n < 2 || s.readings[n-1].t <= s.readings[n-2].t {
-		return map[string]float64{}
+	read := s.env.Timeline.ReadTo()
+	for i := len(s.readings) - 1; i >= 1; i-- {
+		a, z := &s.readings[i-1], &s.readings[i]
+		if z.t > read {
+			continue
+		}
+		if z.t <= a.t {
+			break
+		}
+		row := s.window(a, z, s.env.Timeline)
+		return recfile.Values(&row)
 	}
-	row := s.window(&s.readings[n-2], &s.readings[n-1], s.env.Timeline)
-	return recfile.Values(&row)
+	return map[string]float64{}
 }

@@ -241,7 +241,9 @@ func (k *tickKeeper) Finish(*recfile.Meta)             {}
 func (k *tickKeeper) Tick(t *record.Tick)              { k.sources = append(k.sources, t.Sources) }
 
 // check: each live window of source name is the row of its file with the
-// same start and end, but for the messages still unread at the tick.
+// same start and end, exactly: a live window is one whose messages have
+// all been read (Timeline.ReadTo). The newest window, shown before, could
+// lack up to a ring poll's messages: 243 of 299 on a slow host.
 func (k *tickKeeper) check(t *testing.T, name, path string) {
 	t.Helper()
 	rows := map[[2]string]map[string]string{}
@@ -271,11 +273,12 @@ func (k *tickKeeper) check(t *testing.T, name, path string) {
 			switch {
 			case err != nil || !has:
 				t.Errorf("%s: column %s = %q, live value %v (present %v)", name, col, f, got, has)
-			case strings.HasPrefix(col, "msgs_") || strings.Contains(col, "per_msg"):
-				if math.IsNaN(want) != math.IsNaN(got) && !(want == 0 || got == 0) || math.Abs(got-want) > 0.02*math.Abs(want)+2 {
+			// The files round costs per message to 1 decimal (cpu.csv) or 3,
+			// utilisations to 6.
+			case strings.Contains(col, "per_msg"):
+				if math.IsNaN(want) != math.IsNaN(got) || math.Abs(got-want) > 1e-9*math.Abs(want)+0.05 {
 					t.Errorf("%s %s: %s live %v, file %v", name, row["t_start_ns"], col, got, want)
 				}
-			// The files round utilisations to 6 decimals.
 			case got != want && !(math.IsNaN(got) && math.IsNaN(want)) && math.Abs(got-want) > 1e-9*math.Abs(want)+5e-7:
 				t.Errorf("%s %s: %s live %v, file %v", name, row["t_start_ns"], col, got, want)
 			}

@@ -197,7 +197,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
-	go func() { readDone <- r.tr.Read(readCtx, r.add) }()
+	go func() { readDone <- r.tr.ReadDrained(readCtx, r.add, r.drained) }()
 	go holdHeap(readCtx)
 	readErr := r.wait(ctx, readDone)
 
@@ -351,6 +351,16 @@ func (r *recorder) startSources() error {
 	}
 	return nil
 }
+
+// readMargin is how far before a drained ring's time the timeline is
+// marked read: an event is stamped before its record is committed, and a
+// write matched by frame is held a few ms (correlate's queue mode).
+const readMargin = int64(20 * time.Millisecond)
+
+// drained marks the timeline read up to a pass over the socket ring that
+// found it empty, on the reader's goroutine, after every event before it
+// went through add.
+func (r *recorder) drained(since int64) { r.tl.MarkRead(since - readMargin) }
 
 // add takes one socket event, on the reader's goroutine.
 func (r *recorder) add(io *events.IO) {

@@ -1,8 +1,8 @@
 package source
 
-// Live is a source that shows its latest window while the recording runs
-// (a live view, a metrics exporter): the values of its last complete
-// window by name, e.g. "switches_per_msg" or "broker_util". Names are the
+// Live is a source that shows a window while the recording runs (a live
+// view, a metrics exporter): the values, by name, of its newest window
+// that ends before Timeline.ReadTo, whose message counts are final, e.g. "switches_per_msg" or "broker_util". Names are the
 // source's own columns where it has them; values it cannot know are NaN.
 // Called on the recording's sampling goroutine, between Sample calls.
 type Live interface {

@@ -56,6 +56,10 @@ type Timeline struct {
 	newest, lastEdge int64
 	hold             int64
 	late, inexact    int
+	// readTo: every message before it was added (MarkRead), once
+	// readMarked.
+	readTo     int64
+	readMarked bool
 }
 
 // StreamLag is how far behind the timeline's folded past the sources
@@ -314,6 +318,33 @@ func (tl *Timeline) Settled(lag int64) int64 {
 		return math.MinInt64
 	}
 	return f - lag
+}
+
+// MarkRead says that every message in and copy out before t has been
+// added: the socket probe's ring buffer was found empty after t. Live
+// views show the windows that end before it, whose counts are complete.
+func (tl *Timeline) MarkRead(t int64) {
+	if tl == nil {
+		return
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	tl.readTo, tl.readMarked = max(tl.readTo, t), true
+}
+
+// ReadTo is the time before which every message in and copy out has been
+// added (MarkRead); math.MaxInt64 for a timeline no reader marks, as when
+// a test fills it.
+func (tl *Timeline) ReadTo() int64 {
+	if tl == nil {
+		return math.MaxInt64
+	}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	if !tl.readMarked {
+		return math.MaxInt64
+	}
+	return tl.readTo
 }
 
 // Folded is the time before which the timeline's counts are final but

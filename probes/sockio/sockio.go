@@ -271,6 +271,13 @@ func framePorts(spec *ebpf.CollectionSpec, opts Options) error {
 // nothing the kernel recorded is lost at the end of a recording. The *IO
 // passed to fn is reused: fn must copy what it keeps.
 func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
+	return t.ReadDrained(ctx, fn, nil)
+}
+
+// ReadDrained is Read that also calls drained, if not nil, after every
+// pass that found the ring buffer empty, with the time the pass began:
+// every event the kernel committed before then has been handed to fn.
+func (t *Tracer) ReadDrained(ctx context.Context, fn func(*events.IO), drained func(since int64)) error {
 	var io events.IO
 	io.Markers = make([]events.Marker, 0, maxMarkers)
 	return t.Probe.ReadRing(ctx, probes.RingHandlers{
@@ -280,6 +287,7 @@ func (t *Tracer) Read(ctx context.Context, fn func(*events.IO)) error {
 				fn(&io)
 			}
 		},
+		Drained: drained,
 	})
 }
 
