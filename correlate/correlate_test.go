@@ -212,3 +212,25 @@ func TestConnsComeAndGo(t *testing.T) {
 		t.Fatalf("the matcher numbered up to %d connections at once, want ≤ 24", most)
 	}
 }
+
+// TestQueueRelease: a write held in queue mode is matched once the reader
+// says every event up to holdNs after it was added (Release), without
+// waiting for a later event.
+func TestQueueRelease(t *testing.T) {
+	const ms = int64(time.Millisecond)
+	var got []Message
+	m := New(func(msg *Message) { got = append(got, *msg) }, time.Second)
+	m.Queue()
+	m.Add(&events.IO{Time: 100 * ms, Dir: events.In, Conn: events.Conn{Sock: 1}, Bytes: 10, SeqEnd: 10,
+		Markers: []events.Marker{{ID: 7, End: 10}}})
+	m.Add(&events.IO{Time: 120 * ms, Dir: events.Out, Conn: events.Conn{Sock: 2}, Bytes: 10, SeqEnd: 10,
+		Markers: []events.Marker{{ID: 7, End: 10}}})
+	m.Release(120*ms + holdNs - 1)
+	if len(got) != 0 {
+		t.Fatalf("released a write less than holdNs before the time read: %+v", got)
+	}
+	m.Release(120*ms + holdNs)
+	if len(got) != 1 || got[0].TIn != 100*ms || got[0].TOut != 120*ms {
+		t.Fatalf("rows %+v, want the copy read at 100 ms and written at 120 ms", got)
+	}
+}

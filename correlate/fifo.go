@@ -164,6 +164,17 @@ func inStreamOrder(ios []events.IO) []events.IO {
 // seqBefore compares TCP sequence numbers, which wrap.
 func seqBefore(a, b uint32) bool { return int32(a-b) < 0 }
 
+// Release matches the writes held (queue mode) that are holdNs older
+// than upTo, a time before which every event has been added: the reader
+// found its ring empty then. Without it a held write waited for a later
+// event holdNs newer, and the last writes before a pause in the traffic
+// were counted only when it resumed.
+func (m *Matcher) Release(upTo int64) {
+	if m.queues != nil {
+		m.releaseOuts(upTo-holdNs, false)
+	}
+}
+
 // Flush matches the writes queue mode still holds: at the end of a
 // recording, before Finish.
 func (m *Matcher) Flush() {

@@ -197,6 +197,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	readCtx, stopRead := context.WithCancel(context.Background())
 	readDone := make(chan error, 1)
+	// Nothing before the probe went live is to come.
+	r.tl.MarkRead(r.meta.StartNs)
 	go func() { readDone <- r.tr.ReadDrained(readCtx, r.add, r.drained) }()
 	go holdHeap(readCtx)
 	readErr := r.wait(ctx, readDone)
@@ -353,14 +355,19 @@ func (r *recorder) startSources() error {
 }
 
 // readMargin is how far before a drained ring's time the timeline is
-// marked read: an event is stamped before its record is committed, and a
-// write matched by frame is held a few ms (correlate's queue mode).
+// marked read: an event is stamped when its call's scan begins and
+// committed when the scan ends, which for a write of a few megabytes can
+// take milliseconds.
 const readMargin = int64(20 * time.Millisecond)
 
-// drained marks the timeline read up to a pass over the socket ring that
-// found it empty, on the reader's goroutine, after every event before it
-// went through add.
-func (r *recorder) drained(since int64) { r.tl.MarkRead(since - readMargin) }
+// drained matches the writes matching by frame held until then and marks
+// the timeline read up to a pass over the socket ring that found it
+// empty: every event before it went through add. On the reader's
+// goroutine, as add.
+func (r *recorder) drained(since int64) {
+	r.m.Release(since)
+	r.tl.MarkRead(since - readMargin)
+}
 
 // add takes one socket event, on the reader's goroutine.
 func (r *recorder) add(io *events.IO) {
