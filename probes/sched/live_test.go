@@ -3,6 +3,7 @@ package sched
 import (
 	"testing"
 
+	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/source"
 )
 
@@ -14,23 +15,9 @@ func TestLiveWindowRead(t *testing.T) {
 	s := &Source{env: &source.Env{Timeline: tl}}
 	s.windows = []window{{start: 0, end: 100}, {start: 100, end: 200}}
 	s.samples = []Snapshot{{End: 200}, {End: 300}}
-	for _, at := range []int64{50, 150, 160, 250, 260, 270} {
-		tl.AddIn(at)
-	}
-	if v := s.LiveValues(); v["t_end_ns"] != 300 || v["msgs_in"] != 3 {
-		t.Fatalf("no reader marks the timeline: want the newest window (to 300, 3 in), got %v", v)
-	}
-	for _, c := range []struct {
-		read       int64
-		end, msgIn float64 // 0: no window
-	}{{99, 0, 0}, {100, 100, 1}, {299, 200, 2}, {300, 300, 3}, {1000, 300, 3}} {
-		tl.MarkRead(c.read)
-		v := s.LiveValues()
-		if _, has := v["t_end_ns"]; c.end == 0 && has || c.end != 0 && (v["t_end_ns"] != c.end || v["msgs_in"] != c.msgIn) {
-			t.Errorf("read to %d: want the window to %v with %v in (0: none), got %v", c.read, c.end, c.msgIn, v)
-		}
+	testutil.LiveWindows(t, tl, s.LiveValues, func(v map[string]float64) {
 		if _, has := v[SwitchEventsDroppedKey]; !has {
-			t.Errorf("read to %d: no %s", c.read, SwitchEventsDroppedKey)
+			t.Errorf("no %s in %v", SwitchEventsDroppedKey, v)
 		}
-	}
+	})
 }
