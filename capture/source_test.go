@@ -544,7 +544,11 @@ func helperBroker(addr string, send int) error {
 	if err != nil {
 		return err
 	}
-	buf := make([]byte, 64<<10)
+	// Writes of 1 MiB: TCP cuts each into skbs of up to gso_max_size.
+	// With 64 KiB writes an skb over 64 KiB needed writes that waited to
+	// be sent together, and on a slow host no skb of TestBigTCPv6 reached
+	// 128 segments (largest 128 KiB).
+	buf := make([]byte, 1<<20)
 	for n := 0; n < send; n += len(buf) {
 		if _, err := c.Write(buf[:min(len(buf), send-n)]); err != nil {
 			return err
