@@ -544,11 +544,10 @@ func helperBroker(addr string, send int) error {
 	if err != nil {
 		return err
 	}
-	// Writes of 1 MiB: TCP cuts each into skbs of up to gso_max_size.
-	// With 64 KiB writes an skb over 64 KiB needed writes that waited to
-	// be sent together, and on a slow host no skb of TestBigTCPv6 reached
-	// 128 segments (largest 128 KiB).
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, 64<<10)
+	if n, _ := strconv.Atoi(os.Getenv("CAPTURE_BROKER_WRITE")); n > 0 {
+		buf = make([]byte, n)
+	}
 	for n := 0; n < send; n += len(buf) {
 		if _, err := c.Write(buf[:min(len(buf), send-n)]); err != nil {
 			return err
@@ -576,10 +575,11 @@ func helperBroker(addr string, send int) error {
 
 // startHelperBroker runs TestHelperBroker in namespace ns, listening on
 // addr and answering with send bytes, and waits until it listens.
-func startHelperBroker(t *testing.T, ns, addr string, send int) (*process.Process, *bufio.Scanner) {
+func startHelperBroker(t *testing.T, ns, addr string, send int, env ...string) (*process.Process, *bufio.Scanner) {
 	t.Helper()
 	child := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run=^TestHelperBroker$", "-test.count=1")
 	child.Env = append(os.Environ(), "CAPTURE_BROKER="+addr, fmt.Sprintf("CAPTURE_BROKER_SEND=%d", send))
+	child.Env = append(child.Env, env...)
 	stdout, _ := child.StdoutPipe()
 	child.Stderr = os.Stderr
 	if err := child.Start(); err != nil {
@@ -781,7 +781,11 @@ func TestBigTCPv6(t *testing.T) {
 	}
 	const port, answer = 4444, 64 << 20
 	dir := t.TempDir()
-	proc, lines := startHelperBroker(t, ns, fmt.Sprintf("[::1]:%d", port), answer)
+	// Writes of 1 MiB (CAPTURE_BROKER_WRITE): TCP cuts each into skbs of
+	// up to gso_max_size. With 64 KiB writes an skb over 64 KiB needed
+	// writes that waited to be sent together, and on a slow host no skb
+	// reached 128 segments (largest 128 KiB, 0 of 1 032).
+	proc, lines := startHelperBroker(t, ns, fmt.Sprintf("[::1]:%d", port), answer, "CAPTURE_BROKER_WRITE=1048576")
 	// libpcap's "tcp" does not look past a hop-by-hop header either: take
 	// all IPv6, the namespace has nothing else.
 	td := startTcpdump(t, ns, "lo", port, filepath.Join(dir, "tcpdump.pcap"), "ip6")
