@@ -45,6 +45,7 @@
 #include "brokertrace.h"
 
 #include "sched.h"
+#include "schedclock.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -246,6 +247,43 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now, __u32
 		bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), next->comm);
 }
 
+/* clock_begin opens a change of this CPU's slot of the target's clocks
+ * (see schedclock.h) at now, the switch's time, before the switch's work:
+ * a reader asking for an instant from now on sees the change under way
+ * (done != at), one asking for an earlier instant takes the values before
+ * it. */
+static __always_inline struct sched_clock_slot *clock_begin(__u32 cpu, __u64 now)
+{
+	struct sched_clock_slot *s = bpf_map_lookup_elem(&sched_clock, &cpu);
+	if (!s)
+		return 0;
+	s->prev_at = s->at;
+	s->prev_outs = s->outs;
+	s->prev_word = s->word;
+	s->at = now;
+	return s;
+}
+
+/* clock_switch completes the change: prev_t, a target thread ends a stint
+ * charged that much (-1: unknown); next_t, one begins now. */
+static __always_inline void clock_switch(struct sched_clock_slot *s, __u64 now, bool prev_t, __s64 charged,
+					 bool next_t)
+{
+	if (!s)
+		return;
+	if (prev_t) {
+		s->outs++;
+		if (charged >= 0)
+			s->cum += charged;
+		s->start = 0;
+	}
+	if (next_t)
+		s->start = now;
+	__s64 base = s->start ? s->cum - (__s64)s->start : s->cum;
+	s->word = ((__u64)base << 1) | (s->start ? 1 : 0);
+	s->done = now;
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state,
 				     const bool btf)
@@ -261,6 +299,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
+	struct sched_clock_slot *clk = clock_begin(cpu, now);
 	__s64 charged = -1;
 	bool invol = false;
 	if (prev_t) {
@@ -273,6 +312,7 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			cs->target_in++;
 		switch_in(next, now, cpu, btf);
 	}
+	clock_switch(clk, now, prev_t, charged, next_t);
 	if (emit_events)
 		emit_switch(cs, now, cpu, prev_t ? (__u32)bpf_get_current_pid_tgid() : 0,
 			    next_t ? (__u32)RD(btf, next, pid) : 0, charged, invol);

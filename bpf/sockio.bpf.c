@@ -38,6 +38,7 @@
 #include <bpf/bpf_endian.h>
 #include "brokertrace.h"
 #include "sockio.h"
+#include "schedclock.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -387,11 +388,95 @@ static __always_inline __u64 masked(__u64 o)
  * time; k a constant of at most BUF_SLACK - 8. */
 #define AT(o, k) (&c->buf[masked(o) + (k)])
 
+/* How many slots of the scheduler probe's clocks (schedclock.h) to read:
+ * its possible CPUs, or 0 when no scheduler probe shares them. */
+const volatile __u32 clock_cpus = 0;
+
+struct sched_stamp {
+	__u64 outs;
+	__s64 base;
+	__u32 running;
+	__u32 raced; /* CPUs whose clocks at the instant asked for were not to be had */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sched_stamp);
+} stamp_out SEC(".maps");
+
+/* take_stamp sums the scheduler clocks' slots into st as they were at t,
+ * an instant of this call: a slot changed since (a switch on another CPU
+ * during the scan) gives its values before the change. Inlined: a call
+ * would be one frame too deep under the frame parsers. clock_cpus is a
+ * constant to the verifier, so it walks the loop that many times. */
+static __always_inline void take_stamp(struct sched_stamp *st, __u64 t)
+{
+	__u64 outs = 0;
+	__s64 base = 0;
+	__u32 running = 0, raced = 0;
+	for (__u32 i = 0; i < SCHED_CLOCK_MAX_CPUS; i++) {
+		if (i >= clock_cpus)
+			break;
+		__u32 cpu = i;
+		struct sched_clock_slot *s = bpf_map_lookup_elem(&sched_clock, &cpu);
+		if (!s)
+			break;
+		__u64 w, o;
+		__u64 at = *(volatile __u64 *)&s->at;
+		if (at <= t) {
+			w = *(volatile __u64 *)&s->word;
+			o = *(volatile __u64 *)&s->outs;
+			if (*(volatile __u64 *)&s->done != at)
+				raced++; /* a switch before t still being written */
+		} else {
+			w = *(volatile __u64 *)&s->prev_word;
+			o = *(volatile __u64 *)&s->prev_outs;
+			if (*(volatile __u64 *)&s->prev_at > t)
+				raced++;
+		}
+		outs += o;
+		base += (__s64)w >> 1;
+		running += w & 1;
+	}
+	st->outs = outs;
+	st->base = base;
+	st->running = running;
+	st->raced = raced;
+}
+
+/* stamp_events puts the scheduler's clocks at t into the call's staged
+ * events. */
+static __always_inline void stamp_events(struct scan_ctx *c, __u64 t)
+{
+	if (!clock_cpus)
+		return;
+	__u32 zero = 0;
+	struct sched_stamp *st = bpf_map_lookup_elem(&stamp_out, &zero);
+	if (!st)
+		return;
+	take_stamp(st, t);
+	for (__u32 i = 0; i < NEV; i++) {
+		struct bt_event *e = &c->ev[i];
+		if (i > c->nev)
+			break;
+		e->sched_outs = st->outs;
+		e->sched_base = st->base;
+		e->sched_running = st->running;
+	}
+	c->ev[0].flags |= st->raced ? BT_EV_STAMPED | BT_EV_RACED : BT_EV_STAMPED;
+}
+
 /* flush_events sends the events of this call staged so far, stamped with
  * the time since the call's bytes were handed over. more: the call goes on. */
 static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st, bool more)
 {
-	__u32 scan_ns = bpf_ktime_get_ns() - c->ev[0].ts_ns;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 scan_ns = now - c->ev[0].ts_ns;
+	/* At the instant the event's time is: a read's is its scan's end, a
+	 * write's its start (events.IO.Time). */
+	stamp_events(c, c->ev[0].dir == BT_DIR_IN ? now : c->ev[0].ts_ns);
 	__u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
 										   : BPF_RB_NO_WAKEUP;
 	for (__u32 i = 0; i < NEV; i++) {
@@ -402,7 +487,7 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 		if (n > BT_MAX_MARKERS)
 			n = BT_MAX_MARKERS;
 		e->scan_ns = scan_ns;
-		e->flags = c->ev[0].flags & BT_EV_TRUNCATED;
+		e->flags = c->ev[0].flags & (BT_EV_TRUNCATED | BT_EV_STAMPED | BT_EV_RACED);
 		if (more || i < c->nev)
 			e->flags |= BT_EV_MORE;
 		__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);

@@ -34,6 +34,9 @@ enum bt_call {
 enum bt_event_flags {
 	BT_EV_MORE = 1,      /* more events follow for the same system call */
 	BT_EV_TRUNCATED = 2, /* part of the call's bytes were not scanned (scan limit, step budget, fault) */
+	BT_EV_STAMPED = 4,   /* sched_outs, sched_base and sched_running hold the scheduler's clocks */
+	BT_EV_RACED = 8,     /* a CPU's clocks at the event's time were not to be had: changed twice
+			      * since, or a change before it still being written */
 };
 
 /* Size classes of calls: class k holds calls that moved [2^k, 2^(k+1)) bytes. */
@@ -86,7 +89,14 @@ struct bt_event {
 	/* ns from ts_ns to when this event was sent: the end of the scan for
 	 * the call's last event (a read returns to the target only then). */
 	__u32 scan_ns;
-	__u32 _pad;
+	/* With BT_EV_STAMPED, the target's scheduler clocks (schedclock.h)
+	 * when this event was sent: its threads' switch-outs so far, and
+	 * their on-CPU time at any t around then, sched_base + sched_running
+	 * * t (no target switch is on this CPU meanwhile, so t may be the
+	 * call's ts_ns or its scan's end). */
+	__u32 sched_running;
+	__u64 sched_outs;
+	__s64 sched_base;
 	struct bt_marker markers[BT_MAX_MARKERS];
 };
 

@@ -27,6 +27,19 @@ type Message struct {
 	// the incoming connection: where in that stream the message ended;
 	// OutSeq the same on the outgoing one.
 	InSeq, OutSeq uint32
+	// Sched says, when the socket probe stamped both calls with the
+	// scheduler's clocks, how often the target's threads were switched
+	// out between the read and the write, and their on-CPU time then.
+	Sched Sched
+}
+
+// Sched is a message's share of the target's scheduling, from the
+// clocks stamped into its two calls (events.SchedStamp).
+type Sched struct {
+	OK       bool
+	Raced    bool // either stamp raced (events.SchedStamp.Raced)
+	Switches int64
+	OnCPUNs  int64
 }
 
 // Latency is the time the message spent inside the broker.
@@ -46,7 +59,7 @@ func (m *Message) Row() recfile.Message {
 // Counts are what the matcher saw, as meta.json records them.
 type Counts = recfile.MessageCounts
 
-// inRec is an id in flight: its read. It is 32 bytes, its connection a
+// inRec is an id in flight: its read. It is 48 bytes, its connection a
 // number (connTable), since the matcher holds one for every id read in
 // the last TTL.
 type inRec struct {
@@ -55,6 +68,20 @@ type inRec struct {
 	conn     uint32
 	tid, seq uint32
 	outs     uint32
+	// The scheduler's clocks at the read (events.SchedStamp), when
+	// stamped: switch-outs so far (mod 2^32) and on-CPU time at t.
+	stamped, raced bool
+	switches       uint32
+	oncpu          int64
+}
+
+// schedOf is a copy's scheduling between its read in and its write io.
+func schedOf(in *inRec, io *events.IO) Sched {
+	if !in.stamped || !io.Sched.OK {
+		return Sched{}
+	}
+	return Sched{OK: true, Raced: in.raced || io.Sched.Raced, Switches: int64(uint32(io.Sched.Outs) - in.switches),
+		OnCPUNs: io.Sched.OnCPU(io.Time) - in.oncpu}
 }
 
 // Matcher pairs reads with writes. Add is called from one goroutine; the
@@ -154,6 +181,7 @@ func (m *Matcher) addOut(io *events.IO) {
 			InConn:  m.conns.conn(in.conn),
 			OutConn: io.Conn,
 			Copy:    in.outs, InSeq: in.seq, OutSeq: io.SeqEnd - io.Bytes + mk.End,
+			Sched: schedOf(in, io),
 		}
 		m.emit(&m.msg)
 	}
@@ -183,7 +211,8 @@ func (m *Matcher) addIn(io *events.IO, mk events.Marker) {
 
 // pushIn queues the read of mk in read order.
 func (m *Matcher) pushIn(io *events.IO, mk events.Marker) {
-	m.ins.push(inRec{id: mk.ID, t: io.Time, conn: m.conns.number(io.Conn, io.Time), tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End})
+	m.ins.push(inRec{id: mk.ID, t: io.Time, conn: m.conns.number(io.Conn, io.Time), tid: io.TID, seq: io.SeqEnd - io.Bytes + mk.End,
+		stamped: io.Sched.OK, raced: io.Sched.Raced, switches: uint32(io.Sched.Outs), oncpu: io.Sched.OnCPU(io.Time)})
 	if m.FirstIn != nil {
 		m.FirstIn(io.Time)
 	}

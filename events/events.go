@@ -93,5 +93,30 @@ type IO struct {
 	// Truncated is set when part of the call's bytes was not scanned; the
 	// probe's counters say how many.
 	Truncated bool
-	Markers   []Marker
+	// Sched holds the target's scheduler clocks at the call, when the
+	// scheduler probe shares them with the socket probe.
+	Sched   SchedStamp
+	Markers []Marker
 }
+
+// SchedStamp is the target's scheduler clocks read in the kernel at a
+// socket call (bpf/schedclock.h): the switch-outs of its threads so far,
+// and what it needs to give their on-CPU time at any instant of the call.
+// Per message, switches and on-CPU time between its read and its write
+// are the differences of the two calls' stamps.
+type SchedStamp struct {
+	OK bool // the clocks were read: the scheduler probe shares them
+	// Raced: a CPU's clocks changed twice between the call's instant
+	// and their read (switches during the scan of a write), so its
+	// values at that instant were gone: Outs may be short of a switch
+	// and OnCPU of a stint's part.
+	Raced   bool
+	Running uint32
+	Outs    uint64
+	Base    int64
+}
+
+// OnCPU is the target threads' on-CPU time up to t, an instant of the
+// call that was stamped (no target switch on its CPU meanwhile); its
+// origin is arbitrary, only differences mean something.
+func (s SchedStamp) OnCPU(t int64) int64 { return s.Base + int64(s.Running)*t }

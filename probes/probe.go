@@ -92,6 +92,9 @@ type Object struct {
 	Path  string
 	Hooks []Hook
 	Ring  string
+	// Share names maps of spec to be replaced by maps another probe
+	// created (a map both programs read and one writes).
+	Share map[string]*ebpf.Map
 }
 
 // Load creates spec's maps and the programs of o.Hooks in the kernel, and
@@ -104,7 +107,7 @@ func Load(spec *ebpf.CollectionSpec, o Object) (*Probe, error) {
 			delete(spec.Programs, name)
 		}
 	}
-	coll, err := ebpf.NewCollection(spec)
+	coll, err := ebpf.NewCollectionWithOptions(spec, ebpf.CollectionOptions{MapReplacements: o.Share})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%s path): %v", ErrKernel, o.Name, o.Path, VerifierSummary(err))
 	}

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
@@ -145,7 +146,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var err error
 	ports, err := r.framePorts()
 	if err == nil {
-		opts := sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: cfg.Match, FramePorts: ports}
+		opts := sockio.Options{PID: cfg.Target.PID, Path: cfg.Path, ScanLimit: cfg.ScanLimit, RingSize: cfg.RingSize, Match: cfg.Match, FramePorts: ports,
+			SchedClock: r.schedClock()}
 		if cfg.Match == MatchBoth {
 			r.addFrameCheck(opts)
 			opts.Match, opts.FramePorts = sockio.MatchMarker, nil
@@ -327,6 +329,26 @@ func (r *recorder) columns() []string {
 		cols = append(cols, a.Columns()...)
 	}
 	return cols
+}
+
+// A ClockSource is a source whose probe keeps clocks the socket probe
+// stamps into its events (the scheduler's: per message, its switches and
+// on-CPU time are then two subtractions, with no stream of every switch).
+// SocketClock is asked before the socket probe opens, so before Start.
+type ClockSource interface {
+	SocketClock() *ebpf.Map
+}
+
+// schedClock is the clocks of the first source that keeps some, or nil.
+func (r *recorder) schedClock() *ebpf.Map {
+	for _, src := range r.cfg.Sources {
+		if c, ok := src.(ClockSource); ok {
+			if m := c.SocketClock(); m != nil {
+				return m
+			}
+		}
+	}
+	return nil
 }
 
 // startSources starts the sources beside the socket probe. One that cannot

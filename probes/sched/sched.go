@@ -25,6 +25,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cilium/ebpf"
+
+	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes"
 )
@@ -53,6 +56,12 @@ type Options struct {
 	// Events turns on the stream of the target's switches (ReadSwitches),
 	// for per-message attribution.
 	Events bool
+	// Stream keeps the switch stream on in a Source whose per-message
+	// figures come from the clocks (tests compare the two).
+	Stream bool
+	// Clock, if set, is the clocks (NewClock) the probe keeps for the
+	// socket probe; without it the probe keeps its own, read by none.
+	Clock *ebpf.Map
 	// RingSize is the switch ring buffer's size in bytes, a power of two
 	// ≥ page size; 0 means 4 MiB.
 	RingSize int
@@ -232,7 +241,8 @@ type Stats struct {
 type Tracer struct {
 	probes.Common
 	pid    int
-	events bool // the switch stream is on (Options.Events)
+	events bool      // the switch stream is on (Options.Events)
+	clock  *ebpf.Map // Options.Clock
 }
 
 // paths are the probe's paths in the order Open tries them.
@@ -280,7 +290,28 @@ func Open(opts Options) (*Tracer, error) {
 	if args < 4 {
 		c.Why = "the kernel's sched_switch passes no prev_state (Linux 5.18+): the switched-out task's state is read from the task"
 	}
-	return &Tracer{Common: c, pid: opts.PID, events: opts.Events}, nil
+	return &Tracer{Common: c, pid: opts.PID, events: opts.Events, clock: opts.Clock}, nil
+}
+
+// ClockStamp reads the clocks the probe keeps for the socket probe
+// (Options.Clock) as that probe stamps them, and the CLOCK_MONOTONIC time
+// just after: a stamp's OnCPU is exact at that time if no target thread
+// switched during the read.
+func (t *Tracer) ClockStamp() (events.SchedStamp, int64, error) {
+	if t.clock == nil {
+		return events.SchedStamp{}, 0, errors.New("sched: no clocks (Options.Clock)")
+	}
+	var slot schedSchedClockSlot
+	st := events.SchedStamp{OK: true}
+	for cpu := uint32(0); cpu < t.clock.MaxEntries(); cpu++ {
+		if err := t.clock.Lookup(cpu, &slot); err != nil {
+			return events.SchedStamp{}, 0, fmt.Errorf("sched: reading the clocks: %w", err)
+		}
+		st.Outs += slot.Outs
+		st.Base += int64(slot.Word) >> 1
+		st.Running += uint32(slot.Word & 1)
+	}
+	return st, monotime.Now(), nil
 }
 
 // switchHook is the path's sched_switch program for a kernel that passes
@@ -323,6 +354,9 @@ func open(opts Options, path Path, args int) (*probes.Probe, error) {
 	if opts.MaxThreads > 0 {
 		spec.Maps[schedMapThreads].MaxEntries = uint32(opts.MaxThreads)
 	}
+	if opts.Clock != nil {
+		spec.Maps[schedMapSchedClock].MaxEntries = opts.Clock.MaxEntries()
+	}
 	err = probes.SetVars(spec, map[string]any{schedVarTargTgid: uint32(opts.PID), schedVarEmitEvents: opts.Events})
 	if err == nil {
 		err = probes.SizeRing(spec, schedMapSwitches, opts.RingSize)
@@ -332,10 +366,40 @@ func open(opts Options, path Path, args int) (*probes.Probe, error) {
 	}
 	h := append([]probes.Hook{switchHook(path, args)}, hooks[path][1:]...)
 	o := probes.Object{Name: "sched", Path: string(path), Hooks: h}
+	if opts.Clock != nil {
+		o.Share = map[string]*ebpf.Map{schedMapSchedClock: opts.Clock}
+	}
 	if opts.Events {
 		o.Ring = schedMapSwitches
 	}
 	return probes.LoadAttached(spec, o)
+}
+
+// clockMaxCPUs is SCHED_CLOCK_MAX_CPUS of bpf/schedclock.h: the socket
+// probe reads at most that many slots of the clocks.
+const clockMaxCPUs = 512
+
+// NewClock creates the target's scheduler clocks (bpf/schedclock.h) for
+// a Tracer (Options.Clock) to keep and the socket probe to stamp into its
+// events. It returns nil, nil where the machine has more possible CPUs
+// than the socket probe reads slots: per-message figures then come from
+// the switch stream.
+func NewClock() (*ebpf.Map, error) {
+	n, err := ebpf.PossibleCPU()
+	if err != nil || n > clockMaxCPUs {
+		return nil, nil
+	}
+	spec, err := loadSched()
+	if err != nil {
+		return nil, fmt.Errorf("sched: loading the embedded BPF object: %w", err)
+	}
+	ms := spec.Maps[schedMapSchedClock].Copy()
+	ms.MaxEntries = uint32(n)
+	m, err := ebpf.NewMap(ms)
+	if err != nil {
+		return nil, fmt.Errorf("%w: sched: creating the clocks: %v", probes.ErrKernel, err)
+	}
+	return m, nil
 }
 
 // PID is the target process.

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"golang.org/x/sys/unix"
 
+	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/monotime"
 	"github.com/brokertrace/brokertrace/probes"
@@ -129,6 +130,9 @@ type sample struct {
 	// steal is /proc/stat's steal time of all CPUs at at, in ns, in
 	// whole USER_HZ ticks (its resolution).
 	steal uint64
+	// clock is the clocks the probe keeps for the socket probe, read as
+	// it stamps them (OK only where the tracer has them).
+	clock events.SchedStamp
 }
 
 // stealNs reads the steal time of all CPUs from /proc/stat's "cpu" line;
@@ -177,6 +181,12 @@ func stableSample(t testing.TB, tr *Tracer, pid int) sample {
 		if err != nil {
 			t.Fatal(err)
 		}
+		var clk events.SchedStamp
+		if tr.clock != nil {
+			if clk, _, err = tr.ClockStamp(); err != nil {
+				t.Fatal(err)
+			}
+		}
 		at := monotime.Now()
 		var clock unix.Timespec
 		if err := unix.ClockGettime(processCPUClock(pid), &clock); err != nil {
@@ -201,7 +211,7 @@ func stableSample(t testing.TB, tr *Tracer, pid int) sample {
 			lastErr = errors.New("a thread stayed on a CPU")
 			continue
 		}
-		return sample{proc: p1, procVol: v1, procIn: i1, threads: th, cpus: cs, at: at, procCPU: uint64(clock.Nano()), steal: stealNs(t)}
+		return sample{proc: p1, procVol: v1, procIn: i1, threads: th, cpus: cs, at: at, procCPU: uint64(clock.Nano()), steal: stealNs(t), clock: clk}
 	}
 	t.Fatalf("no quiet moment in process %d to read /proc and the probe together: %v", pid, lastErr)
 	return sample{}

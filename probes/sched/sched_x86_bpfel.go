@@ -23,6 +23,19 @@ type schedCpuStats struct {
 	EventsDropped uint64
 }
 
+type schedSchedClockSlot struct {
+	_        structs.HostLayout
+	Outs     uint64
+	Word     uint64
+	At       uint64
+	Done     uint64
+	PrevOuts uint64
+	PrevWord uint64
+	PrevAt   uint64
+	Cum      int64
+	Start    uint64
+}
+
 type schedSchedEvent struct {
 	_         structs.HostLayout
 	Ts        uint64
@@ -70,6 +83,7 @@ type schedThreadStats struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	schedMapCpus             = "cpus"
+	schedMapSchedClock       = "sched_clock"
 	schedMapSwitches         = "switches"
 	schedMapThreads          = "threads"
 	schedProgExitBtf         = "exit_btf"
@@ -148,9 +162,10 @@ type schedProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedMapSpecs struct {
-	Cpus     *ebpf.MapSpec `ebpf:"cpus"`
-	Switches *ebpf.MapSpec `ebpf:"switches"`
-	Threads  *ebpf.MapSpec `ebpf:"threads"`
+	Cpus       *ebpf.MapSpec `ebpf:"cpus"`
+	SchedClock *ebpf.MapSpec `ebpf:"sched_clock"`
+	Switches   *ebpf.MapSpec `ebpf:"switches"`
+	Threads    *ebpf.MapSpec `ebpf:"threads"`
 }
 
 // schedVariableSpecs contains global variables before they are loaded into the kernel.
@@ -183,14 +198,16 @@ func (o *schedObjects) Close() error {
 //
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedMaps struct {
-	Cpus     *ebpf.Map `ebpf:"cpus"`
-	Switches *ebpf.Map `ebpf:"switches"`
-	Threads  *ebpf.Map `ebpf:"threads"`
+	Cpus       *ebpf.Map `ebpf:"cpus"`
+	SchedClock *ebpf.Map `ebpf:"sched_clock"`
+	Switches   *ebpf.Map `ebpf:"switches"`
+	Threads    *ebpf.Map `ebpf:"threads"`
 }
 
 func (m *schedMaps) Close() error {
 	return _SchedClose(
 		m.Cpus,
+		m.SchedClock,
 		m.Switches,
 		m.Threads,
 	)

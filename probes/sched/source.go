@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/correlate"
@@ -56,14 +57,18 @@ type Source struct {
 	done   chan error
 	wm     atomic.Int64
 
-	mu       sync.Mutex
-	tl       *timeline
-	unknown  int
-	read     map[uint32]int // messages read per thread
-	written  map[uint32]int // message copies written per thread
-	allowed  []int          // CPUs the target may run on
-	samples  []Snapshot
-	snapErrs int
+	mu      sync.Mutex
+	tl      *timeline
+	unknown int
+	// raced: messages whose stamps raced (correlate.Sched.Raced);
+	// negative, negativeNs: stamped on-CPU times below 0, and by how much.
+	raced, negative int
+	negativeNs      int64
+	read            map[uint32]int // messages read per thread
+	written         map[uint32]int // message copies written per thread
+	allowed         []int          // CPUs the target may run on
+	samples         []Snapshot
+	snapErrs        int
 	// Of samples only the last two are kept whole: older windows are
 	// folded into windows (16 bytes a thread, not a map of every
 	// thread's counters), and the first sample is kept for the totals.
@@ -71,6 +76,11 @@ type Source struct {
 	first   *Snapshot
 	gc      *gcStints
 	files   files
+	// clock is shared with the socket probe (SocketClock): per-message
+	// figures come from its stamps, and the switch stream is on only
+	// where something else needs it (streamWhy).
+	clock     *ebpf.Map
+	streamWhy string
 }
 
 // NewSource returns the scheduler source; opts.PID is filled from the
@@ -82,10 +92,51 @@ func (s *Source) Name() string { return "sched" }
 // ProbePath says on which hook path the source's probe runs and why.
 func (s *Source) ProbePath() recfile.ProbePath { return s.tr.PathMeta() }
 
+// SocketClock creates the clocks the probe will keep for the socket
+// probe to stamp into its events (sockio.Options.SchedClock); called
+// before Start. It returns nil, and per-message figures come from the
+// switch stream, where the machine has too many CPUs or the map cannot be
+// created.
+func (s *Source) SocketClock() *ebpf.Map {
+	if s.clock == nil {
+		s.clock, _ = NewClock()
+	}
+	return s.clock
+}
+
+// needStream says why the switch stream must be on, "" when nothing needs
+// it: per-message figures without the clocks, an observer of switches, or
+// a JVM's GC and VM threads (gc_stints.csv).
+func (s *Source) needStream(env *source.Env) string {
+	switch {
+	case s.opts.Stream:
+		return "asked for (Options.Stream)"
+	case s.clock == nil:
+		return "per-message figures (no clocks shared with the socket probe)"
+	case env.OnSwitch != nil:
+		return "an observer of every switch"
+	case hasGCThreads(env.Target.PID):
+		return "the JVM's GC and VM threads' stints"
+	}
+	return ""
+}
+
+// hasGCThreads says whether a thread of pid has a name of a JVM's GC or
+// VM threads (a JVM names its VM thread at start).
+func hasGCThreads(pid int) bool {
+	tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(pid) + "/task")
+	return slices.ContainsFunc(tasks, func(t os.DirEntry) bool {
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + t.Name() + "/comm")
+		return err == nil && recfile.GCThreadKind(strings.TrimSpace(string(comm))) != ""
+	})
+}
+
 func (s *Source) Start(env *source.Env) error {
 	s.env = env
 	s.opts.PID = env.Target.PID
-	s.opts.Events = true
+	s.opts.Clock = s.clock
+	s.streamWhy = s.needStream(env)
+	s.opts.Events = s.streamWhy != ""
 	tr, err := Open(s.opts)
 	if err != nil {
 		if !env.Target.Alive() {
@@ -117,6 +168,14 @@ func (s *Source) Start(env *source.Env) error {
 	s.wm.Store(env.Start)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel, s.done = cancel, make(chan error, 1)
+	if !s.opts.Events {
+		s.wm.Store(math.MaxInt64) // nothing to wait for
+		go func() {
+			<-ctx.Done()
+			s.done <- nil
+		}()
+		return nil
+	}
 	go func() {
 		s.done <- tr.ReadSwitches(ctx, func(sw Switch) {
 			s.mu.Lock()
@@ -191,7 +250,18 @@ func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 		s.read[m.InTID]++
 	}
 	s.written[m.OutTID]++
-	sw, on, ok := s.tl.between(m.TIn, m.TOut)
+	sw, on, ok := m.Sched.Switches, m.Sched.OnCPUNs, m.Sched.OK && !m.Sched.Raced
+	if m.Sched.Raced {
+		s.raced++
+	}
+	if ok && on < 0 {
+		s.negative++
+		s.negativeNs += -on
+		on = 0
+	}
+	if !ok && s.opts.Events {
+		sw, on, ok = s.tl.between(m.TIn, m.TOut)
+	}
 	if !ok {
 		s.unknown++
 		return append(dst, ',', ',')
@@ -213,14 +283,29 @@ type Meta struct {
 	SwitchesInvoluntary uint64 `json:"switches_involuntary"`
 	SwitchesCPUs        uint64 `json:"switches_allowed_cpus"`
 	Threads             int    `json:"threads"`
-	Events              uint64 `json:"switch_events"`
-	EventsDropped       uint64 `json:"switch_events_dropped"`
-	LateEvents          int    `json:"switch_events_late"`
+	// PerMessage says where messages' ctxsw and oncpu_ns come from:
+	// "kernel-clocks", stamped into the socket probe's events, or
+	// "switch-stream"; SwitchStreamFor why the stream was on, if it was.
+	PerMessage      string `json:"per_message"`
+	SwitchStreamFor string `json:"switch_stream_for,omitempty"`
+	Events          uint64 `json:"switch_events"`
+	EventsDropped   uint64 `json:"switch_events_dropped"`
+	LateEvents      int    `json:"switch_events_late"`
 	// SwitchOutsStreamed is the switch-outs in the event stream over the
 	// recording; it equals the counters' total but for runs the kernel
 	// skipped (Stats.Missed).
 	SwitchOutsStreamed int64 `json:"switch_outs_streamed"`
 	UnknownMessages    int   `json:"messages_unattributed"`
+	// StampsRaced are messages whose calls' clocks could not be read as
+	// they were at the call (events.SchedStamp.Raced): their ctxsw and
+	// oncpu_ns come from the stream if it is on, else are left empty.
+	StampsRaced int `json:"messages_stamp_raced"`
+	// OnCPUNegative are messages whose stamped on-CPU time came out below
+	// zero, written as 0, and by how much in all: a stint running at t_in
+	// that the kernel charged less than its clock (time stolen by the
+	// hypervisor, interrupts) ended before t_out.
+	OnCPUNegative   int   `json:"messages_oncpu_negative"`
+	OnCPUNegativeNs int64 `json:"messages_oncpu_negative_ns"`
 	// StintsLate counts stints whose charge, known at their switch-out,
 	// moved on-CPU time into intervals already answered (messages
 	// annotated before the stint ended); StintsLateNs is how much, so
@@ -246,7 +331,12 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		first = *s.first
 	}
 	meta := Meta{ProbePath: s.tr.PathMeta(), AllowedCPUs: s.allowed,
-		LateEvents: s.tl.late, UnknownMessages: s.unknown}
+		LateEvents: s.tl.late, UnknownMessages: s.unknown, StampsRaced: s.raced,
+		OnCPUNegative: s.negative, OnCPUNegativeNs: s.negativeNs, PerMessage: "switch-stream", SwitchStreamFor: s.streamWhy}
+	if s.clock != nil {
+		meta.PerMessage = "kernel-clocks"
+		defer s.clock.Close()
+	}
 	meta.Stats, _ = s.tr.Stats()
 	for _, c := range last.CPUs {
 		meta.Events += c.Events

@@ -44,7 +44,11 @@ func startSource(t *testing.T, pid int) *Source {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewSource(Options{})
+	// The clocks and the stream both: the tests check each.
+	src := NewSource(Options{Stream: true})
+	if src.SocketClock() == nil {
+		t.Fatal("no clocks for the socket probe")
+	}
 	env := &source.Env{Target: proc, Out: testutil.OutDir(t, t.TempDir()), Start: monotime.Now(), Window: time.Second}
 	if err := src.Start(env); err != nil {
 		t.Fatal(err)
@@ -104,6 +108,9 @@ func TestCtxswStreamMatchesCounters(t *testing.T) {
 		if uint64(sw) != counters {
 			t.Errorf("per-message ctxsw over the run %d, the threads' counters grew by %d", sw, counters)
 		}
+		if clk := p.s1.clock.Outs - p.s0.clock.Outs; clk != counters {
+			t.Errorf("the clocks' switch-outs over the run %d, the threads' counters grew by %d", clk, counters)
+		}
 		if counters < 2*pingPongRounds {
 			t.Errorf("%d switch-outs, want ≥ %d: each worker read blocked", counters, 2*pingPongRounds)
 		}
@@ -145,6 +152,11 @@ func TestOnCPUTwoCPUs(t *testing.T) {
 		t.Logf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns (%+.3f%%)", on, cpu, pct(uint64(on), cpu))
 		if !within(uint64(on), cpu, 0.01) {
 			t.Errorf("per-message oncpu_ns over the run %d ns, process CPU clock %d ns: more than 1%% apart", on, cpu)
+		}
+		clk := p.s1.clock.OnCPU(p.s1.at) - p.s0.clock.OnCPU(p.s0.at)
+		t.Logf("the clocks' on-CPU time over the run %d ns (%+.3f%%)", clk, pct(uint64(clk), cpu))
+		if !within(uint64(clk), cpu, 0.01) {
+			t.Errorf("the clocks' on-CPU time over the run %d ns, process CPU clock %d ns: more than 1%% apart", clk, cpu)
 		}
 		checkOnCPUIntegral(t, p, on)
 	})

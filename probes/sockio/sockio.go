@@ -75,6 +75,9 @@ type Options struct {
 	// FramePorts maps the broker's TCP ports to their protocol, for
 	// MatchFrame: a socket takes its local port's, else its remote one's.
 	FramePorts map[uint16]frame.Proto
+	// SchedClock, if set, is the scheduler probe's clocks (sched.Tracer's
+	// Clock): the probe stamps them into every event (events.IO.Sched).
+	SchedClock *ebpf.Map
 }
 
 // DefaultScanLimit, 0, scans every byte of every call; a positive
@@ -205,6 +208,11 @@ func open(opts Options, path Path) (*probes.Probe, walkChoice, error) {
 	if err == nil {
 		err = framePorts(spec, opts)
 	}
+	if err == nil && opts.SchedClock != nil {
+		n := opts.SchedClock.MaxEntries()
+		spec.Maps[sockioMapSchedClock].MaxEntries = n
+		err = probes.SetVars(spec, map[string]any{sockioVarClockCpus: n})
+	}
 	if err != nil {
 		return nil, none, fmt.Errorf("sockio: %w", err)
 	}
@@ -222,7 +230,11 @@ func open(opts Options, path Path) (*probes.Probe, walkChoice, error) {
 	} else {
 		spec.Maps[sockioMapFrames].MaxEntries = 1 // preallocated: 16 MiB of kernel memory in frame mode
 	}
-	p, err := probes.LoadAttached(spec, probes.Object{Name: "sockio", Path: string(path), Hooks: h, Ring: sockioMapEvents})
+	o := probes.Object{Name: "sockio", Path: string(path), Hooks: h, Ring: sockioMapEvents}
+	if opts.SchedClock != nil {
+		o.Share = map[string]*ebpf.Map{sockioMapSchedClock: opts.SchedClock}
+	}
+	p, err := probes.LoadAttached(spec, o)
 	return p, walk, err
 }
 
@@ -326,6 +338,7 @@ func decode(raw []byte, io *events.IO) bool {
 	io.SeqEnd = h.SeqEnd
 	io.Conn = events.Conn{Sock: h.Sock, LocalPort: h.Lport, RemotePort: h.Rport}
 	io.Truncated = h.Flags&2 != 0
+	io.Sched = events.SchedStamp{OK: h.Flags&4 != 0, Raced: h.Flags&8 != 0, Running: h.SchedRunning, Outs: h.SchedOuts, Base: h.SchedBase}
 	io.Markers = io.Markers[:0]
 	for i := 0; i < n; i++ {
 		m := &h.Markers[i]

@@ -14,22 +14,24 @@ import (
 )
 
 type sockioBtEvent struct {
-	_         structs.HostLayout
-	TsNs      uint64
-	Sock      uint64
-	Pid       uint32
-	Tid       uint32
-	Bytes     uint32
-	SeqEnd    uint32
-	Lport     uint16
-	Rport     uint16
-	Dir       uint8
-	Call      uint8
-	Flags     uint8
-	NrMarkers uint8
-	ScanNs    uint32
-	Pad       uint32
-	Markers   [32]sockioBtMarker
+	_            structs.HostLayout
+	TsNs         uint64
+	Sock         uint64
+	Pid          uint32
+	Tid          uint32
+	Bytes        uint32
+	SeqEnd       uint32
+	Lport        uint16
+	Rport        uint16
+	Dir          uint8
+	Call         uint8
+	Flags        uint8
+	NrMarkers    uint8
+	ScanNs       uint32
+	SchedRunning uint32
+	SchedOuts    uint64
+	SchedBase    int64
+	Markers      [32]sockioBtMarker
 }
 
 type sockioBtMarker struct {
@@ -129,7 +131,7 @@ type sockioFstate struct {
 	AfterPayload uint8
 	AfterSkip    uint8
 	_            [3]byte
-	Held         [64]uint8
+	Held         [80]uint8
 }
 
 type sockioScanCtx struct {
@@ -178,6 +180,27 @@ type sockioScanCtx struct {
 	_        [4]byte
 }
 
+type sockioSchedClockSlot struct {
+	_        structs.HostLayout
+	Outs     uint64
+	Word     uint64
+	At       uint64
+	Done     uint64
+	PrevOuts uint64
+	PrevWord uint64
+	PrevAt   uint64
+	Cum      int64
+	Start    uint64
+}
+
+type sockioSchedStamp struct {
+	_       structs.HostLayout
+	Outs    uint64
+	Base    int64
+	Running uint32
+	Raced   uint32
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -186,8 +209,10 @@ const (
 	sockioMapEvents           = "events"
 	sockioMapFramePorts       = "frame_ports"
 	sockioMapFrames           = "frames"
+	sockioMapSchedClock       = "sched_clock"
 	sockioMapScratch          = "scratch"
 	sockioMapSkCarries        = "sk_carries"
+	sockioMapStampOut         = "stamp_out"
 	sockioMapStats            = "stats"
 	sockioProgFloorReadSend   = "floor_read_send"
 	sockioProgFloorSockRecv   = "floor_sock_recv"
@@ -201,6 +226,7 @@ const (
 	sockioProgSysExitRecvmmsg = "sys_exit_recvmmsg"
 	sockioProgSysExitSendmmsg = "sys_exit_sendmmsg"
 	sockioProgSysExitSplice   = "sys_exit_splice"
+	sockioVarClockCpus        = "clock_cpus"
 	sockioVarFrameProtos      = "frame_protos"
 	sockioVarMatchMode        = "match_mode"
 	sockioVarScanLimit        = "scan_limit"
@@ -274,8 +300,10 @@ type sockioMapSpecs struct {
 	Events     *ebpf.MapSpec `ebpf:"events"`
 	FramePorts *ebpf.MapSpec `ebpf:"frame_ports"`
 	Frames     *ebpf.MapSpec `ebpf:"frames"`
+	SchedClock *ebpf.MapSpec `ebpf:"sched_clock"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	SkCarries  *ebpf.MapSpec `ebpf:"sk_carries"`
+	StampOut   *ebpf.MapSpec `ebpf:"stamp_out"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -283,6 +311,7 @@ type sockioMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type sockioVariableSpecs struct {
+	ClockCpus   *ebpf.VariableSpec `ebpf:"clock_cpus"`
 	FrameProtos *ebpf.VariableSpec `ebpf:"frame_protos"`
 	MatchMode   *ebpf.VariableSpec `ebpf:"match_mode"`
 	ScanLimit   *ebpf.VariableSpec `ebpf:"scan_limit"`
@@ -316,8 +345,10 @@ type sockioMaps struct {
 	Events     *ebpf.Map `ebpf:"events"`
 	FramePorts *ebpf.Map `ebpf:"frame_ports"`
 	Frames     *ebpf.Map `ebpf:"frames"`
+	SchedClock *ebpf.Map `ebpf:"sched_clock"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	SkCarries  *ebpf.Map `ebpf:"sk_carries"`
+	StampOut   *ebpf.Map `ebpf:"stamp_out"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 }
 
@@ -327,8 +358,10 @@ func (m *sockioMaps) Close() error {
 		m.Events,
 		m.FramePorts,
 		m.Frames,
+		m.SchedClock,
 		m.Scratch,
 		m.SkCarries,
+		m.StampOut,
 		m.Stats,
 	)
 }
@@ -337,6 +370,7 @@ func (m *sockioMaps) Close() error {
 //
 // It can be passed to loadSockioObjects or ebpf.CollectionSpec.LoadAndAssign.
 type sockioVariables struct {
+	ClockCpus   *ebpf.Variable `ebpf:"clock_cpus"`
 	FrameProtos *ebpf.Variable `ebpf:"frame_protos"`
 	MatchMode   *ebpf.Variable `ebpf:"match_mode"`
 	ScanLimit   *ebpf.Variable `ebpf:"scan_limit"`
