@@ -70,8 +70,12 @@ struct {
 	__type(value, struct cpu_stats);
 } cpus SEC(".maps");
 
-/* The switch event stream (struct sched_event), on when emit_events is set. */
+/* The switch event stream (struct sched_event), on when emit_events is set;
+ * with stream_gc_only, only the switch-outs of a JVM's GC and VM threads
+ * (gc_comm), for gc_stints.csv, when per-message figures come from the
+ * clocks (schedclock.h). */
 const volatile bool emit_events = false;
+const volatile bool stream_gc_only = false;
 /* Wake the reader only once this much is waiting; it also polls. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
@@ -284,6 +288,35 @@ static __always_inline void clock_switch(struct sched_clock_slot *s, __u64 now, 
 	s->done = now;
 }
 
+/* has_prefix: comm begins with the string literal p. Unrolled byte by
+ * byte: clang would call memcmp, which BPF has not. */
+#define has_prefix(comm, p) prefix_of((comm), (p), sizeof(p) - 1)
+
+static __always_inline bool prefix_of(const char *comm, const char *p, const int n)
+{
+#pragma unroll
+	for (int i = 0; i < SCHED_COMM_LEN - 1; i++) {
+		if (i >= n)
+			break;
+		if (comm[i] != p[i])
+			return false;
+	}
+	return true;
+}
+
+/* gc_comm says whether the current thread is one of a HotSpot JVM's that
+ * work during stop-the-world pauses, by its comm: recfile.GCThreadKind's
+ * rules ("VM Thread", or a parallel GC worker's prefix). */
+static __always_inline bool gc_comm(void)
+{
+	char comm[SCHED_COMM_LEN] = {};
+	bpf_get_current_comm(comm, sizeof(comm));
+	if (has_prefix(comm, "VM Thread") && comm[9] == 0)
+		return true;
+	return has_prefix(comm, "GC Thread#") || has_prefix(comm, "ParGC Thread#") ||
+	       has_prefix(comm, "GC task thread#") || has_prefix(comm, "Gang worker#");
+}
+
 static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 				     struct task_struct *next, unsigned int prev_state,
 				     const bool btf)
@@ -313,9 +346,11 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 		switch_in(next, now, cpu, btf);
 	}
 	clock_switch(clk, now, prev_t, charged, next_t);
-	if (emit_events)
+	if (emit_events && !stream_gc_only)
 		emit_switch(cs, now, cpu, prev_t ? (__u32)bpf_get_current_pid_tgid() : 0,
 			    next_t ? (__u32)RD(btf, next, pid) : 0, charged, invol);
+	else if (emit_events && prev_t && gc_comm())
+		emit_switch(cs, now, cpu, (__u32)bpf_get_current_pid_tgid(), 0, charged, invol);
 	return 0;
 }
 

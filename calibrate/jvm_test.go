@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -81,6 +82,48 @@ func TestCalibrateJVMPauses(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkJVMPauses(t, out, cal, []forced{gc1, gc2}, stop, gcLog)
+	checkGCStream(t, filepath.Join(out, "step-00-regular-"+jvmRate, recfile.MetaFile))
+}
+
+// checkGCStream: a JVM's recording takes per-message figures from the
+// kernel's clocks and streams only its GC and VM threads' switch-outs,
+// every one of them a stint of gc_stints.csv (or of a thread no snapshot
+// named), a small part of the broker's switches.
+func checkGCStream(t *testing.T, metaFile string) {
+	t.Helper()
+	b, err := os.ReadFile(metaFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta struct {
+		Sources struct {
+			Sched struct {
+				Meta struct {
+					PerMessage  string `json:"per_message"`
+					StreamFor   string `json:"switch_stream_for"`
+					Vol         uint64 `json:"switches_voluntary"`
+					Involuntary uint64 `json:"switches_involuntary"`
+					Events      uint64 `json:"switch_events"`
+					Dropped     uint64 `json:"switch_events_dropped"`
+					Stints      uint64 `json:"gc_stints"`
+					Unnamed     uint64 `json:"gc_stints_unnamed"`
+					GCDropped   uint64 `json:"gc_stints_dropped"`
+				} `json:"meta"`
+			} `json:"sched"`
+		} `json:"sources"`
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		t.Fatal(err)
+	}
+	m := meta.Sources.Sched.Meta
+	all := m.Vol + m.Involuntary
+	t.Logf("sched: per-message from %s, stream for %q: %d switch events of %d switch-outs; %d GC stints, %d unnamed",
+		m.PerMessage, m.StreamFor, m.Events, all, m.Stints, m.Unnamed)
+	stints := m.Stints + m.Unnamed + m.GCDropped
+	if m.PerMessage != "kernel-clocks" || !strings.Contains(m.StreamFor, "GC and VM") || m.Dropped != 0 ||
+		m.Events < stints || m.Events > stints+8 || m.Events*10 > all {
+		t.Errorf("want the clocks per message and only the GC and VM threads' switch-outs streamed, every one a stint (a few without a charge at most)")
+	}
 }
 
 // jcmd runs a diagnostic command in the JVM.

@@ -56,6 +56,9 @@ type Options struct {
 	// Events turns on the stream of the target's switches (ReadSwitches),
 	// for per-message attribution.
 	Events bool
+	// StreamGC narrows the stream (Events) to the switch-outs of a JVM's
+	// GC and VM threads (recfile.GCThreadKind), for gc_stints.csv.
+	StreamGC bool
 	// Stream keeps the switch stream on in a Source whose per-message
 	// figures come from the clocks (tests compare the two).
 	Stream bool
@@ -357,7 +360,8 @@ func open(opts Options, path Path, args int) (*probes.Probe, error) {
 	if opts.Clock != nil {
 		spec.Maps[schedMapSchedClock].MaxEntries = opts.Clock.MaxEntries()
 	}
-	err = probes.SetVars(spec, map[string]any{schedVarTargTgid: uint32(opts.PID), schedVarEmitEvents: opts.Events})
+	err = probes.SetVars(spec, map[string]any{schedVarTargTgid: uint32(opts.PID), schedVarEmitEvents: opts.Events,
+		schedVarStreamGcOnly: opts.StreamGC})
 	if err == nil {
 		err = probes.SizeRing(spec, schedMapSwitches, opts.RingSize)
 	}

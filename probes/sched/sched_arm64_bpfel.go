@@ -98,6 +98,7 @@ const (
 	schedProgWakeupNewRaw    = "wakeup_new_raw"
 	schedProgWakeupRaw       = "wakeup_raw"
 	schedVarEmitEvents       = "emit_events"
+	schedVarStreamGcOnly     = "stream_gc_only"
 	schedVarTargTgid         = "targ_tgid"
 	schedVarUnusedSchedEvent = "unused_sched_event"
 	schedVarWakeupBytes      = "wakeup_bytes"
@@ -173,6 +174,7 @@ type schedMapSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type schedVariableSpecs struct {
 	EmitEvents       *ebpf.VariableSpec `ebpf:"emit_events"`
+	StreamGcOnly     *ebpf.VariableSpec `ebpf:"stream_gc_only"`
 	TargTgid         *ebpf.VariableSpec `ebpf:"targ_tgid"`
 	UnusedSchedEvent *ebpf.VariableSpec `ebpf:"unused_sched_event"`
 	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
@@ -218,6 +220,7 @@ func (m *schedMaps) Close() error {
 // It can be passed to loadSchedObjects or ebpf.CollectionSpec.LoadAndAssign.
 type schedVariables struct {
 	EmitEvents       *ebpf.Variable `ebpf:"emit_events"`
+	StreamGcOnly     *ebpf.Variable `ebpf:"stream_gc_only"`
 	TargTgid         *ebpf.Variable `ebpf:"targ_tgid"`
 	UnusedSchedEvent *ebpf.Variable `ebpf:"unused_sched_event"`
 	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`

@@ -116,10 +116,14 @@ func (s *Source) needStream(env *source.Env) string {
 	case env.OnSwitch != nil:
 		return "an observer of every switch"
 	case hasGCThreads(env.Target.PID):
-		return "the JVM's GC and VM threads' stints"
+		return gcStream
 	}
 	return ""
 }
+
+// gcStream is needStream's answer for a JVM: the stream carries the GC
+// and VM threads' switch-outs only (Options.StreamGC).
+const gcStream = "the JVM's GC and VM threads' stints (their switch-outs only)"
 
 // hasGCThreads says whether a thread of pid has a name of a JVM's GC or
 // VM threads (a JVM names its VM thread at start).
@@ -137,6 +141,7 @@ func (s *Source) Start(env *source.Env) error {
 	s.opts.Clock = s.clock
 	s.streamWhy = s.needStream(env)
 	s.opts.Events = s.streamWhy != ""
+	s.opts.StreamGC = s.streamWhy == gcStream
 	tr, err := Open(s.opts)
 	if err != nil {
 		if !env.Target.Alive() {
@@ -259,7 +264,7 @@ func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 		s.negativeNs += -on
 		on = 0
 	}
-	if !ok && s.opts.Events {
+	if !ok && s.opts.Events && !s.opts.StreamGC {
 		sw, on, ok = s.tl.between(m.TIn, m.TOut)
 	}
 	if !ok {
