@@ -251,32 +251,21 @@ static __always_inline void switch_in(struct task_struct *next, __u64 now, __u32
 		bpf_probe_read_kernel_str(ts->comm, sizeof(ts->comm), next->comm);
 }
 
-/* clock_begin opens a change of this CPU's slot of the target's clocks
- * (see schedclock.h) at now, the switch's time, before the switch's work:
- * a reader asking for an instant from now on sees the change under way
- * (done != at), one asking for an earlier instant takes the values before
- * it. */
-static __always_inline struct sched_clock_slot *clock_begin(__u32 cpu, __u64 now)
+/* clock_switch updates this CPU's slot of the target's clocks (see
+ * schedclock.h): prev_t, a target thread ended a stint charged that much
+ * (-1: unknown); next_t, one began at now. The new values are worked out
+ * first and then published in a few stores, stamped with the time of the
+ * publication: a reader asking for an instant before it takes the values
+ * before (prev_*), one asking for a later instant the new ones, and only a
+ * reader within the stores themselves finds done != at. */
+static __always_inline __u64 clock_switch(__u32 cpu, __u64 now, bool prev_t, __s64 charged, bool next_t)
 {
 	struct sched_clock_slot *s = bpf_map_lookup_elem(&sched_clock, &cpu);
 	if (!s)
-		return 0;
-	s->prev_at = s->at;
-	s->prev_outs = s->outs;
-	s->prev_word = s->word;
-	s->at = now;
-	return s;
-}
-
-/* clock_switch completes the change: prev_t, a target thread ends a stint
- * charged that much (-1: unknown); next_t, one begins now. */
-static __always_inline void clock_switch(struct sched_clock_slot *s, __u64 now, bool prev_t, __s64 charged,
-					 bool next_t)
-{
-	if (!s)
-		return;
+		return now;
+	__u64 outs = s->outs;
 	if (prev_t) {
-		s->outs++;
+		outs++;
 		if (charged >= 0)
 			s->cum += charged;
 		s->start = 0;
@@ -284,8 +273,16 @@ static __always_inline void clock_switch(struct sched_clock_slot *s, __u64 now, 
 	if (next_t)
 		s->start = now;
 	__s64 base = s->start ? s->cum - (__s64)s->start : s->cum;
-	s->word = ((__u64)base << 1) | (s->start ? 1 : 0);
-	s->done = now;
+	__u64 word = ((__u64)base << 1) | (s->start ? 1 : 0);
+	__u64 at = bpf_ktime_get_ns();
+	s->prev_at = s->at;
+	s->prev_outs = s->outs;
+	s->prev_word = s->word;
+	s->at = at;
+	s->outs = outs;
+	s->word = word;
+	s->done = at;
+	return at;
 }
 
 /* has_prefix: comm begins with the string literal p. Unrolled byte by
@@ -332,7 +329,6 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 
 	__u64 now = bpf_ktime_get_ns();
 	__u32 cpu = bpf_get_smp_processor_id();
-	struct sched_clock_slot *clk = clock_begin(cpu, now);
 	__s64 charged = -1;
 	bool invol = false;
 	if (prev_t) {
@@ -345,12 +341,14 @@ static __always_inline int on_switch(bool preempt, struct task_struct *prev,
 			cs->target_in++;
 		switch_in(next, now, cpu, btf);
 	}
-	clock_switch(clk, now, prev_t, charged, next_t);
+	/* The stream stamps the switch when the clocks published it, so
+	 * that the two order it alike against the socket probe's calls. */
+	__u64 at = clock_switch(cpu, now, prev_t, charged, next_t);
 	if (emit_events && !stream_gc_only)
-		emit_switch(cs, now, cpu, prev_t ? (__u32)bpf_get_current_pid_tgid() : 0,
+		emit_switch(cs, at, cpu, prev_t ? (__u32)bpf_get_current_pid_tgid() : 0,
 			    next_t ? (__u32)RD(btf, next, pid) : 0, charged, invol);
 	else if (emit_events && prev_t && gc_comm())
-		emit_switch(cs, now, cpu, (__u32)bpf_get_current_pid_tgid(), 0, charged, invol);
+		emit_switch(cs, at, cpu, (__u32)bpf_get_current_pid_tgid(), 0, charged, invol);
 	return 0;
 }
 

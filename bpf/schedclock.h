@@ -35,7 +35,7 @@
 struct sched_clock_slot {
 	__u64 outs; /* read by any CPU */
 	__u64 word; /* read by any CPU: (base << 1) | running */
-	__u64 at;   /* read by any CPU: time of the last change of outs or word */
+	__u64 at;   /* read by any CPU: when the last change of outs and word was published */
 	__u64 done; /* read by any CPU: equal to at once that change is written */
 	/* outs, word and at before that change: a reader that wants the
 	 * clocks at an instant before at (a write's, whose events are sent

@@ -231,6 +231,14 @@ struct fstate {
 	__u8 held[__builtin_offsetof(struct bt_event, markers) + sizeof(struct bt_marker)] __attribute__((aligned(8)));
 };
 
+/* The target's scheduler clocks as take_stamp sums them. */
+struct sched_stamp {
+	__u64 outs;
+	__s64 base;
+	__u32 running;
+	__u32 raced; /* CPUs whose clocks at the instant asked for were not to be had */
+};
+
 /* Per-CPU working state of the call being scanned. These programs never run
  * interleaved on one CPU: the sock tracepoints run with preemption off, and
  * the kernel skips (and counts, reported by the loader) a run of a program
@@ -266,6 +274,8 @@ struct scan_ctx {
 	/* --match frame: the socket's parser for this call, and whether the
 	 * call's header is filled (fill_header) and the call found TLS. */
 	struct fstate fs;
+	/* The scheduler's clocks at the call's time (stamp_events). */
+	struct sched_stamp stamp;
 	__u64 f_at, f_end; /* frame_bytes's run */
 	struct bt_user_msghdr mh; /* classify: a recvmsg/sendmsg's msghdr */
 	__u32 filled;
@@ -392,20 +402,6 @@ static __always_inline __u64 masked(__u64 o)
  * its possible CPUs, or 0 when no scheduler probe shares them. */
 const volatile __u32 clock_cpus = 0;
 
-struct sched_stamp {
-	__u64 outs;
-	__s64 base;
-	__u32 running;
-	__u32 raced; /* CPUs whose clocks at the instant asked for were not to be had */
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct sched_stamp);
-} stamp_out SEC(".maps");
-
 /* take_stamp sums the scheduler clocks' slots into st as they were at t,
  * an instant of this call: a slot changed since (a switch on another CPU
  * during the scan) gives its values before the change. Inlined: a call
@@ -446,17 +442,16 @@ static __always_inline void take_stamp(struct sched_stamp *st, __u64 t)
 	st->raced = raced;
 }
 
-/* stamp_events puts the scheduler's clocks at t into the call's staged
- * events. */
-static __always_inline void stamp_events(struct scan_ctx *c, __u64 t)
+/* stamp_events puts the scheduler's clocks at the call's time into its
+ * staged events: a write's, taken when its time was (start_call), a
+ * read's now, now being its time (the end of its scan). */
+static __always_inline void stamp_events(struct scan_ctx *c, __u64 now)
 {
 	if (!clock_cpus)
 		return;
-	__u32 zero = 0;
-	struct sched_stamp *st = bpf_map_lookup_elem(&stamp_out, &zero);
-	if (!st)
-		return;
-	take_stamp(st, t);
+	struct sched_stamp *st = &c->stamp;
+	if (c->ev[0].dir == BT_DIR_IN)
+		take_stamp(st, now);
 	for (__u32 i = 0; i < NEV; i++) {
 		struct bt_event *e = &c->ev[i];
 		if (i > c->nev)
@@ -474,9 +469,7 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 {
 	__u64 now = bpf_ktime_get_ns();
 	__u32 scan_ns = now - c->ev[0].ts_ns;
-	/* At the instant the event's time is: a read's is its scan's end, a
-	 * write's its start (events.IO.Time). */
-	stamp_events(c, c->ev[0].dir == BT_DIR_IN ? now : c->ev[0].ts_ns);
+	stamp_events(c, now);
 	__u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
 										   : BPF_RB_NO_WAKEUP;
 	for (__u32 i = 0; i < NEV; i++) {
@@ -973,6 +966,13 @@ static __always_inline void start_call(struct scan_ctx *c, struct sock *sk, __u3
 {
 	struct bt_event *e = &c->ev[0];
 	e->ts_ns = total > EAGER_TS ? bpf_ktime_get_ns() : 0;
+	if (clock_cpus && dir == BT_DIR_OUT) {
+		/* A write's time is when its bytes were handed over: its
+		 * clocks are taken then, before other CPUs switch during the
+		 * scan (a read's at its scan's end, its time). */
+		e->ts_ns = bpf_ktime_get_ns();
+		take_stamp(&c->stamp, e->ts_ns);
+	}
 	e->sock = (__u64)sk;
 	e->bytes = total;
 	e->dir = dir;

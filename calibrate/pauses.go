@@ -180,7 +180,12 @@ func (c *calibration) gcLogParams() {
 }
 
 // stepPauses finds one step's pauses; MsgsSince counts the messages since
-// the step's previous pause of any class.
+// the step's previous pause of any class. A stall that begins less than
+// MinNs after the read that ended the previous pause continues it: one
+// read that
+// returns inside a pause (a JVM thread already in the system call when the
+// safepoint began returns from it, and stops at its way back into Java)
+// does not end a 85 ms GC at 6 ms.
 func stepPauses(idx int, reads []read, p *recfile.CalPauses) []pause {
 	var out []pause
 	last := -1
@@ -194,6 +199,12 @@ func stepPauses(idx int, reads []read, p *recfile.CalPauses) []pause {
 			continue
 		}
 		start := max(reads[i-1].tin, r.arrive)
+		if n := len(out); n > 0 && last == i-1 && r.tin-start >= p.MinNs && start-reads[i-1].tin < p.MinNs {
+			prev := &out[n-1]
+			prev.row.End, prev.row.Dur, prev.idx = r.tin, r.tin-prev.row.Start, i
+			last = i
+			continue
+		}
 		if r.tin-start < p.MinNs {
 			continue
 		}

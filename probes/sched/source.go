@@ -255,16 +255,18 @@ func (s *Source) Annotate(dst []byte, m *correlate.Message) []byte {
 		s.read[m.InTID]++
 	}
 	s.written[m.OutTID]++
-	sw, on, ok := m.Sched.Switches, m.Sched.OnCPUNs, m.Sched.OK && !m.Sched.Raced
+	sw, on, ok := m.Sched.Switches, m.Sched.OnCPUNs, m.Sched.OK
+	stream := s.opts.Events && !s.opts.StreamGC
 	if m.Sched.Raced {
 		s.raced++
+		ok = ok && !stream
 	}
 	if ok && on < 0 {
 		s.negative++
 		s.negativeNs += -on
 		on = 0
 	}
-	if !ok && s.opts.Events && !s.opts.StreamGC {
+	if !ok && stream {
 		sw, on, ok = s.tl.between(m.TIn, m.TOut)
 	}
 	if !ok {
@@ -303,7 +305,8 @@ type Meta struct {
 	UnknownMessages    int   `json:"messages_unattributed"`
 	// StampsRaced are messages whose calls' clocks could not be read as
 	// they were at the call (events.SchedStamp.Raced): their ctxsw and
-	// oncpu_ns come from the stream if it is on, else are left empty.
+	// oncpu_ns come from the stream if it is on, else from the clocks as
+	// read, which may be short of a switch and its stint.
 	StampsRaced int `json:"messages_stamp_raced"`
 	// OnCPUNegative are messages whose stamped on-CPU time came out below
 	// zero, written as 0, and by how much in all: a stint running at t_in

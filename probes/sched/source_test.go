@@ -207,9 +207,9 @@ func checkRowsMatchStream(t *testing.T, src *Source, hdr []string, rows [][]stri
 	t.Logf("%d rows: ctxsw differs from the stream's in %d, oncpu_ns in %d (at most %d ns); oncpu_ns sums %d, the stream's %d (%+.3f%%); stamps raced in %d (the stream's values), on-CPU below 0 in %d (%d ns)",
 		len(rows), swOff, onOff, maxD, sumOn, sumStream, pct(uint64(sumOn), uint64(sumStream)), src.raced, src.negative, src.negativeNs)
 	// Measured at 4 000 msg/s: ctxsw off in 0-1 rows, stamps raced in
-	// 0.7-1.0%, sums +1.1-1.2%, below 0 in 0-3 rows.
+	// 0-1, sums +0.8-1.5%, below 0 in 0-3 rows.
 	n := len(rows)
-	if swOff > n/1000 || src.raced > n/50 || src.negative > n/200 || !within(uint64(sumOn), uint64(sumStream), 0.03) {
-		t.Errorf("the clocks' per-message figures stray from the stream's: more than 0.1%% of rows with another ctxsw, 2%% raced, 0.5%% below 0, or sums 3%% apart")
+	if swOff > n/1000 || src.raced > n/1000 || src.negative > n/200 || !within(uint64(sumOn), uint64(sumStream), 0.03) {
+		t.Errorf("the clocks' per-message figures stray from the stream's: more than 0.1%% of rows with another ctxsw or raced, 0.5%% below 0, or sums 3%% apart")
 	}
 }

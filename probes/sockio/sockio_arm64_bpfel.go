@@ -164,6 +164,13 @@ type sockioScanCtx struct {
 	_     [4]byte
 	Ev    [8]sockioBtEvent
 	Fs    sockioFstate
+	Stamp struct {
+		_       structs.HostLayout
+		Outs    uint64
+		Base    int64
+		Running uint32
+		Raced   uint32
+	}
 	F_at  uint64
 	F_end uint64
 	Mh    struct {
@@ -193,14 +200,6 @@ type sockioSchedClockSlot struct {
 	Start    uint64
 }
 
-type sockioSchedStamp struct {
-	_       structs.HostLayout
-	Outs    uint64
-	Base    int64
-	Running uint32
-	Raced   uint32
-}
-
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -212,7 +211,6 @@ const (
 	sockioMapSchedClock       = "sched_clock"
 	sockioMapScratch          = "scratch"
 	sockioMapSkCarries        = "sk_carries"
-	sockioMapStampOut         = "stamp_out"
 	sockioMapStats            = "stats"
 	sockioProgFloorReadSend   = "floor_read_send"
 	sockioProgFloorSockRecv   = "floor_sock_recv"
@@ -303,7 +301,6 @@ type sockioMapSpecs struct {
 	SchedClock *ebpf.MapSpec `ebpf:"sched_clock"`
 	Scratch    *ebpf.MapSpec `ebpf:"scratch"`
 	SkCarries  *ebpf.MapSpec `ebpf:"sk_carries"`
-	StampOut   *ebpf.MapSpec `ebpf:"stamp_out"`
 	Stats      *ebpf.MapSpec `ebpf:"stats"`
 }
 
@@ -348,7 +345,6 @@ type sockioMaps struct {
 	SchedClock *ebpf.Map `ebpf:"sched_clock"`
 	Scratch    *ebpf.Map `ebpf:"scratch"`
 	SkCarries  *ebpf.Map `ebpf:"sk_carries"`
-	StampOut   *ebpf.Map `ebpf:"stamp_out"`
 	Stats      *ebpf.Map `ebpf:"stats"`
 }
 
@@ -361,7 +357,6 @@ func (m *sockioMaps) Close() error {
 		m.SchedClock,
 		m.Scratch,
 		m.SkCarries,
-		m.StampOut,
 		m.Stats,
 	)
 }

@@ -1,0 +1,44 @@
+package calibrate
+
+import (
+	"testing"
+
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// TestReadInsidePause: a read that returns 6 ms into an 85 ms GC (the JVM
+// thread was in the system call when the safepoint began: seen in
+// TestCalibrateJVMPauses) does not split the pause; a stall that begins a
+// PauseMin or more after a pause ended is a pause of its own, and a
+// message read normally after a pause ends it.
+func TestReadInsidePause(t *testing.T) {
+	const ms = int64(1e6)
+	reads := []read{
+		{tin: 0, arrive: 0},
+		{tin: 1 * ms, arrive: 1 * ms},
+		{tin: 8 * ms, arrive: 2 * ms},        // a read 6 ms into the pause
+		{tin: 87 * ms, arrive: 8*ms + ms/10}, // the rest of the pause
+		{tin: 88 * ms, arrive: 88 * ms},      // normal again
+		{tin: 89 * ms, arrive: 89 * ms},
+		{tin: 120 * ms, arrive: 100 * ms}, // a stall of 20 ms, 11 ms after the read before
+		{tin: 121 * ms, arrive: 121 * ms},
+	}
+	p := &recfile.CalPauses{MinNs: 5 * ms}
+	got := stepPauses(0, reads, p)
+	want := []recfile.CalPauseRow{
+		{Start: 2 * ms, End: 87 * ms, Dur: 85 * ms},
+		{Start: 100 * ms, End: 120 * ms, Dur: 20 * ms},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d pauses %+v, want %+v", len(got), got, want)
+	}
+	for i, w := range want {
+		g := got[i].row
+		if g.Start != w.Start || g.End != w.End || g.Dur != w.Dur {
+			t.Errorf("pause %d: [%d, %d] %d ns, want [%d, %d] %d ns", i, g.Start, g.End, g.Dur, w.Start, w.End, w.Dur)
+		}
+	}
+	if got[0].idx != 3 || got[1].row.MsgsSince == nil || *got[1].row.MsgsSince != 3 {
+		t.Errorf("pause ends at read %d, next pause %v messages after: want read 3, 3 messages", got[0].idx, got[1].row.MsgsSince)
+	}
+}
