@@ -237,6 +237,8 @@ struct sched_stamp {
 	__s64 base;
 	__u32 running;
 	__u32 raced; /* CPUs whose clocks at the instant asked for were not to be had */
+	__u32 cpu;   /* take_stamp's map key */
+	__u32 _pad;
 };
 
 /* Per-CPU working state of the call being scanned. These programs never run
@@ -405,41 +407,41 @@ const volatile __u32 clock_cpus = 0;
 /* take_stamp sums the scheduler clocks' slots into st as they were at t,
  * an instant of this call: a slot changed since (a switch on another CPU
  * during the scan) gives its values before the change. Inlined: a call
- * would be one frame too deep under the frame parsers. clock_cpus is a
- * constant to the verifier, so it walks the loop that many times. */
+ * would be one frame too deep under the frame parsers. Every value,
+ * the map key included, lives in st (map memory), not on the stack: the
+ * programs' frames together are at the verifier's 512-byte bound on the
+ * syscall path. clock_cpus is a constant to the verifier, so it walks the
+ * loop that many times. */
 static __always_inline void take_stamp(struct sched_stamp *st, __u64 t)
 {
-	__u64 outs = 0;
-	__s64 base = 0;
-	__u32 running = 0, raced = 0;
+	st->outs = 0;
+	st->base = 0;
+	st->running = 0;
+	st->raced = 0;
 	for (__u32 i = 0; i < SCHED_CLOCK_MAX_CPUS; i++) {
 		if (i >= clock_cpus)
 			break;
-		__u32 cpu = i;
-		struct sched_clock_slot *s = bpf_map_lookup_elem(&sched_clock, &cpu);
+		st->cpu = i;
+		struct sched_clock_slot *s = bpf_map_lookup_elem(&sched_clock, &st->cpu);
 		if (!s)
 			break;
-		__u64 w, o;
 		__u64 at = *(volatile __u64 *)&s->at;
 		if (at <= t) {
-			w = *(volatile __u64 *)&s->word;
-			o = *(volatile __u64 *)&s->outs;
+			__u64 w = *(volatile __u64 *)&s->word;
+			st->outs += *(volatile __u64 *)&s->outs;
+			st->base += (__s64)w >> 1;
+			st->running += w & 1;
 			if (*(volatile __u64 *)&s->done != at)
-				raced++; /* a switch before t still being written */
+				st->raced++; /* read within the stores of a publication */
 		} else {
-			w = *(volatile __u64 *)&s->prev_word;
-			o = *(volatile __u64 *)&s->prev_outs;
+			__u64 w = *(volatile __u64 *)&s->prev_word;
+			st->outs += *(volatile __u64 *)&s->prev_outs;
+			st->base += (__s64)w >> 1;
+			st->running += w & 1;
 			if (*(volatile __u64 *)&s->prev_at > t)
-				raced++;
+				st->raced++; /* changed twice since t */
 		}
-		outs += o;
-		base += (__s64)w >> 1;
-		running += w & 1;
 	}
-	st->outs = outs;
-	st->base = base;
-	st->running = running;
-	st->raced = raced;
 }
 
 /* stamp_events puts the scheduler's clocks at the call's time into its

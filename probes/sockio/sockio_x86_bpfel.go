@@ -170,6 +170,8 @@ type sockioScanCtx struct {
 		Base    int64
 		Running uint32
 		Raced   uint32
+		Cpu     uint32
+		Pad     uint32
 	}
 	F_at  uint64
 	F_end uint64
