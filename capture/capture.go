@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/tick"
 )
 
 // Options say where and what to capture.
@@ -74,10 +75,12 @@ const (
 	// pollPeriod must exceed blockTimeout: a poll that times out then
 	// proves no partly filled block is pending.
 	pollPeriod = 3 * blockTimeout
-	// pollStep is how long the reader sleeps between polls that found no
-	// block handed over: the kernel hands one over every blockTimeout at
-	// most while packets come.
-	pollStep = blockTimeout
+	// pollStep is the period of the reader's polls that found no block
+	// handed over: the process's poll clock (package tick), so that the
+	// taps and the ring buffers' readers wake together; the kernel hands a
+	// block over every blockTimeout at most while packets come, so a poll
+	// finds at most two.
+	pollStep = tick.Poll
 	// statsEvery bounds how many segments pass between reads of the
 	// kernel's 32-bit socket counters, so they never wrap unnoticed.
 	statsEvery = 1 << 20

@@ -37,14 +37,24 @@ const (
 	tagMask   = 0xffffffff << 32
 )
 
-// tag is the slot's upper half for id: the hash's top 31 bits, and the
-// bit that says the slot is used (Fibonacci hashing: the high bits of the
-// product spread sequential ids, the usual kind, evenly).
-func tag(id uint64) uint64 { return (id*fibonacci)>>33<<32 | usedBit }
+// tag is the slot's upper half for id: the bit that says the slot is
+// used, then 31 bits of hash — the top 28 bits of id>>3's Fibonacci hash
+// (the high bits of the product spread ids evenly), then id's low 3 bits.
+// Eight ids in a row, the usual kind (producers count), have one home
+// cache line (8 slots of 8 bytes) between them: reading, copying and
+// expiring them misses the cache once per line, where a hash of the whole
+// id missed it for each, three times a message (a tenth of brokertrace's
+// CPU at 20 000 msg/s). Ids of any other pattern still spread over lines.
+func tag(id uint64) uint64 {
+	return ((id>>3)*fibonacci)>>36<<35 | (id&7)<<32 | usedBit
+}
 
-// home is the slot a tag hashes to: the hash's top bits, which the tag
-// holds one place lower (shift ≥ 33 keeps its low half out).
-func (t *idTable) home(tag uint64) int { return int((tag &^ usedBit) >> (t.shift - 1)) }
+// home is the slot a tag hashes to: the line from the hash's top bits, the
+// slot in it from the id's low 3 bits (shift ≥ 33: at most 2^31 slots).
+func (t *idTable) home(tag uint64) int {
+	h := (tag &^ usedBit) >> 32
+	return int((h>>3)>>(t.shift-33)<<3 | h&7)
+}
 
 // num extends a slot's low 32 bits to the number they are of.
 func (t *idTable) num(slot uint64) uint64 {

@@ -15,13 +15,15 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/tick"
 )
 
 // RingPoll bounds how long a record waits in a ring buffer before the
 // reader looks. brokertrace's probes wake the reader only when much data is
 // waiting (a wake-up per record costs the traced task about a microsecond),
-// so the reader also polls.
-const RingPoll = 20 * time.Millisecond
+// so the reader also polls: at every tick of the process's poll clock
+// (package tick), with every other ring and poller at once.
+const RingPoll = tick.Poll
 
 // RingHandlers say what ReadRing does with a ring buffer.
 type RingHandlers struct {
@@ -67,6 +69,7 @@ func ReadRing(ctx context.Context, rd *ringbuf.Reader, m *ebpf.Map, h RingHandle
 	var rec ringbuf.Record
 	for {
 		last := stopped.Load() // stopped before this drain: it is the last
+		gen := w.clk.Gen()
 		start := monotime.Now()
 		for {
 			err := rd.ReadInto(&rec)
@@ -91,27 +94,30 @@ func ReadRing(ctx context.Context, rd *ringbuf.Reader, m *ebpf.Map, h RingHandle
 		if last {
 			return nil
 		}
-		if err := w.wait(); err != nil {
+		if err := w.wait(gen); err != nil {
 			return fmt.Errorf("waiting for the ring buffer: %w", err)
 		}
 	}
 }
 
-// ringWait waits for a ring buffer's wake-up, or RingPoll, in Go's
-// network poller; where the poller does not take the ring's descriptor,
-// it sleeps RingPoll on a timer (f is nil).
+// ringWait waits for a ring buffer's wake-up or the poll clock's next
+// tick in Go's network poller; where the poller does not take the ring's
+// descriptor, for the tick alone (f is nil).
 type ringWait struct {
-	f     *os.File
-	rc    syscall.RawConn
-	woken chan struct{}
-	once  sync.Once
+	f        *os.File
+	rc       syscall.RawConn
+	clk      *tick.Clock
+	stopTick func()
+	woken    chan struct{}
+	once     sync.Once
 }
 
 // newRingWait registers a duplicate of m's descriptor, non-blocking, with
 // the poller (a ring buffer map is pollable: readable while it holds
-// records, signalled at the wake-ups the programs ask for).
+// records, signalled at the wake-ups the programs ask for), and has each
+// tick of the poll clock end the wait under way.
 func newRingWait(m *ebpf.Map) *ringWait {
-	w := &ringWait{woken: make(chan struct{})}
+	w := &ringWait{woken: make(chan struct{}), clk: tick.Every(RingPoll), stopTick: func() {}}
 	fd, err := unix.FcntlInt(uintptr(m.FD()), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return w
@@ -130,6 +136,7 @@ func newRingWait(m *ebpf.Map) *ringWait {
 		return w
 	}
 	w.f, w.rc = f, rc
+	w.stopTick = w.clk.Each(func() { f.SetReadDeadline(time.Unix(0, 1)) })
 	return w
 }
 
@@ -142,22 +149,32 @@ func (w *ringWait) wake() {
 }
 
 func (w *ringWait) close() {
+	w.stopTick()
 	if w.f != nil {
 		w.f.Close()
 	}
 }
 
-// wait returns at the ring's next wake-up, after RingPoll, or once woken.
-func (w *ringWait) wait() error {
+// wait returns at the ring's next wake-up, at the poll clock's next tick
+// after gen (at once if that tick is past), or once woken.
+func (w *ringWait) wait(gen uint64) error {
 	if w.f == nil {
+		if w.clk.Gen() != gen {
+			return nil
+		}
 		select {
-		case <-time.After(RingPoll):
+		case <-w.clk.Next():
 		case <-w.woken:
 		}
 		return nil
 	}
-	if err := w.f.SetReadDeadline(time.Now().Add(RingPoll)); err != nil {
+	// A tick's deadline (in the past) is cleared here; the tick counted
+	// itself first, so one that came since gen is seen below.
+	if err := w.f.SetReadDeadline(time.Time{}); err != nil {
 		return err
+	}
+	if w.clk.Gen() != gen {
+		return nil
 	}
 	select {
 	case <-w.woken: // woken before the deadline above replaced its own

@@ -31,6 +31,7 @@ import (
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
 	"github.com/brokertrace/brokertrace/source"
+	"github.com/brokertrace/brokertrace/tick"
 )
 
 // Version is stamped into meta.json.
@@ -493,11 +494,12 @@ func (r *recorder) wait(ctx context.Context, readDone <-chan error) error {
 	}()
 	ticker := time.NewTicker(r.cfg.LiveInterval)
 	defer ticker.Stop()
-	windows := time.NewTicker(r.cfg.Window)
-	defer windows.Stop()
+	// The windows are on the poll clock's grid (package tick): their
+	// samples wake the process when its pollers do.
+	windows := tick.Every(r.cfg.Window)
 	for {
 		select {
-		case <-windows.C:
+		case <-windows.Next():
 			now := monotime.Now()
 			for _, s := range r.running {
 				s.Sample(now)

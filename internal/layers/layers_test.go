@@ -23,6 +23,7 @@ var layer = map[string]int{
 
 	"recfile":  1, // every file format; imports nothing of ours but outdir
 	"monotime": 1,
+	"tick":     1, // the poll clock: brokertrace's pollers woken together
 	"marker":   1,
 	"frame":    1, // protocol frames → message fingerprints (the in-kernel parser's reference)
 	"kernfs":   1, // tracefs and debugfs: found, or mounted
