@@ -181,12 +181,15 @@ func (c *calibration) gcLogParams() {
 
 // stepPauses finds one step's pauses; MsgsSince counts the messages since
 // the step's previous pause of any class. A stall that begins less than
-// MinNs after the read that ended the previous pause continues it: one
-// read that
-// returns inside a pause (a JVM thread already in the system call when the
-// safepoint began returns from it, and stops at its way back into Java)
-// does not end a 85 ms GC at 6 ms.
+// MinNs after the previous pause ended, with at most readsInside reads
+// between, continues it: reads that return inside a pause (JVM threads already in the system call when the
+// safepoint began return from it, and stop on their way back into Java;
+// one or two of them, seen) do not end an 85 ms GC at 6 ms.
 func stepPauses(idx int, reads []read, p *recfile.CalPauses) []pause {
+	// readsInside is how many reads may return inside a pause without
+	// ending it (besides the one that ended its first part): more, and
+	// the broker is serving again.
+	const readsInside = 3
 	var out []pause
 	last := -1
 	for i, r := range reads {
@@ -199,7 +202,7 @@ func stepPauses(idx int, reads []read, p *recfile.CalPauses) []pause {
 			continue
 		}
 		start := max(reads[i-1].tin, r.arrive)
-		if n := len(out); n > 0 && last == i-1 && r.tin-start >= p.MinNs && start-reads[i-1].tin < p.MinNs {
+		if n := len(out); n > 0 && i-last-1 <= readsInside && r.tin-start >= p.MinNs && start-out[n-1].row.End < p.MinNs {
 			prev := &out[n-1]
 			prev.row.End, prev.row.Dur, prev.idx = r.tin, r.tin-prev.row.Start, i
 			last = i

@@ -8,7 +8,8 @@ import (
 
 // TestReadInsidePause: a read that returns 6 ms into an 85 ms GC (the JVM
 // thread was in the system call when the safepoint began: seen in
-// TestCalibrateJVMPauses) does not split the pause; a stall that begins a
+// TestCalibrateJVMPauses), or two reads 5 ms into a 71 ms one (seen too),
+// do not split the pause; a stall that begins a
 // PauseMin or more after a pause ended is a pause of its own, and a
 // message read normally after a pause ends it.
 func TestReadInsidePause(t *testing.T) {
@@ -22,12 +23,20 @@ func TestReadInsidePause(t *testing.T) {
 		{tin: 89 * ms, arrive: 89 * ms},
 		{tin: 120 * ms, arrive: 100 * ms}, // a stall of 20 ms, 11 ms after the read before
 		{tin: 121 * ms, arrive: 121 * ms},
+		{tin: 122 * ms, arrive: 122 * ms}, // four reads within 5 ms of that pause: traffic again
+		{tin: 123 * ms, arrive: 123 * ms},
+		{tin: 124 * ms, arrive: 124 * ms},
+		{tin: 130 * ms, arrive: 125 * ms},           // a 71 ms GC: 5 ms, then a read inside it
+		{tin: 130*ms + ms/10, arrive: 130 * ms},     //
+		{tin: 196 * ms, arrive: 130*ms + ms/10 + 1}, // the rest of it
+		{tin: 197 * ms, arrive: 197 * ms},
 	}
 	p := &recfile.CalPauses{MinNs: 5 * ms}
 	got := stepPauses(0, reads, p)
 	want := []recfile.CalPauseRow{
 		{Start: 2 * ms, End: 87 * ms, Dur: 85 * ms},
 		{Start: 100 * ms, End: 120 * ms, Dur: 20 * ms},
+		{Start: 125 * ms, End: 196 * ms, Dur: 71 * ms},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d pauses %+v, want %+v", len(got), got, want)
