@@ -179,7 +179,10 @@ func forceGC(t *testing.T, pid int, gcLog string) forced {
 	return forced{ev, time.Duration(ms * 1e6)}
 }
 
-// sigstop stops the JVM for d.
+// sigstop stops the JVM for d. The event ends when SIGCONT is about to be
+// sent, not after: the JVM runs again as soon as it is, and a test
+// goroutine descheduled after the kill returned once stretched the event
+// 6 ms over a stall of the JVM catching up.
 func sigstop(t *testing.T, pid int, d time.Duration) event {
 	t.Helper()
 	var ev event
@@ -188,9 +191,8 @@ func sigstop(t *testing.T, pid int, d time.Duration) event {
 		t.Fatal(err)
 	}
 	time.Sleep(d)
-	err := syscall.Kill(pid, syscall.SIGCONT)
 	ev.end = monotime.Now()
-	if err != nil {
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
 	return ev
