@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"time"
 
 	"golang.org/x/net/bpf"
 
@@ -67,19 +66,24 @@ const (
 	// takes about 96 bytes of frame header plus at most 120 of headers, so
 	// 128 blocks of 64 KiB (8 MiB per interface) hold some 40000 segments
 	// under load, and at low rates a stalled reader loses nothing for
-	// numBlocks*blockTimeout = 1.28 s.
+	// numBlocks*blockTimeout = 2.56 s. The kernel hands a block over at
+	// blockTimeout however few packets it holds, so at low rates that
+	// time is what the ring lasts: a 10 ms timeout (1.28 s) lost 38 of
+	// 1 120 packets once in the kernel matrix's arm64 guest, whose two
+	// emulated CPUs left brokertrace's SCHED_IDLE threads no time for
+	// longer.
 	frameSize    = 256
 	blockSize    = 64 << 10
 	numBlocks    = 128
-	blockTimeout = 10 * time.Millisecond
+	blockTimeout = tick.Poll
 	// pollPeriod must exceed blockTimeout: a poll that times out then
 	// proves no partly filled block is pending.
 	pollPeriod = 3 * blockTimeout
 	// pollStep is the period of the reader's polls that found no block
 	// handed over: the process's poll clock (package tick), so that the
 	// taps and the ring buffers' readers wake together; the kernel hands a
-	// block over every blockTimeout at most while packets come, so a poll
-	// finds at most two.
+	// block over every blockTimeout at most while packets come, once a
+	// poll.
 	pollStep = tick.Poll
 	// statsEvery bounds how many segments pass between reads of the
 	// kernel's 32-bit socket counters, so they never wrap unnoticed.
@@ -336,7 +340,7 @@ func minMSS(a, b int) int {
 
 // Snapshot returns the cumulative counts so far; it may be called at any
 // time, also after Stop. Segments in a ring block the kernel has not yet
-// handed over (at most blockTimeout, 10 ms, worth) are not yet included.
+// handed over (at most blockTimeout, 20 ms, worth) are not yet included.
 func (c *Capture) Snapshot() Snapshot {
 	s := Snapshot{At: monotime.Now()}
 	for _, t := range c.taps {
