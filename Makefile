@@ -40,7 +40,7 @@ cross: deps
 	qemu-aarch64-static bin/brokertrace-arm64 --help >/dev/null
 	@echo "bin/brokertrace-arm64 builds and runs its --help under qemu-aarch64-static"
 
-# The kernel matrix (scripts/kernels.sh, about 14 minutes on 2 cores): Debian's 5.10,
+# The kernel matrix (scripts/kernels.sh, about 11 minutes on 2 cores): Debian's 5.10,
 # 6.1 and 6.12 for amd64 and 6.1 for arm64 under qemu (TCG), and this
 # machine's kernel with tracefs and debugfs unmounted; each records
 # nats-server with every source and runs the socket probe's tests. The
