@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"fmt"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
@@ -74,6 +75,49 @@ func scanMsgs(s *step) (*stepMsgs, error) {
 	}
 	slices.SortFunc(m.reads, func(a, b read) int { return cmp.Compare(a.tin, b.tin) })
 	return m, nil
+}
+
+// scanSteps reads the steps' messages on every CPU, ahead of fn, which
+// gets them one step at a time in the steps' order: a sweep's steps near
+// saturation hold millions of rows each, and the loop sweep → calibrate →
+// predict has a time goal. At most GOMAXPROCS steps' messages are held at
+// once.
+func scanSteps(steps []*step, fn func(*step, *stepMsgs) error) error {
+	type scanned struct {
+		msgs *stepMsgs
+		err  error
+	}
+	results := make([]chan scanned, len(steps))
+	for i := range results {
+		results[i] = make(chan scanned, 1)
+	}
+	slots, stop := make(chan struct{}, runtime.GOMAXPROCS(0)), make(chan struct{})
+	defer close(stop)
+	go func() {
+		for i, s := range steps {
+			select {
+			case slots <- struct{}{}:
+			case <-stop:
+				return
+			}
+			go func() {
+				m, err := scanMsgs(s)
+				results[i] <- scanned{m, err}
+			}()
+		}
+	}()
+	for i, s := range steps {
+		r := <-results[i]
+		if r.err != nil {
+			return r.err
+		}
+		err := fn(s, r.msgs)
+		<-slots
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hasColumn tells whether the CSV file's header names col.

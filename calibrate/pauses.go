@@ -46,11 +46,7 @@ func (c *calibration) pauses() error {
 	var gcBetween []float64
 	acc := map[string]*classAcc{}
 	arrive := false
-	for _, s := range steps {
-		msgs, err := scanMsgs(s)
-		if err != nil {
-			return err
-		}
+	err := scanSteps(steps, func(s *step, msgs *stepMsgs) error {
 		arrive = arrive || msgs.hasArrive
 		ps := stepPauses(s.Index, msgs.reads, p)
 		classify(ps, ev[s.Index], ev != nil)
@@ -62,6 +58,10 @@ func (c *calibration) pauses() error {
 		if gc != nil {
 			gcBetween = gcStep(s, gc, msgs.reads, rows[n:], p, gcBetween)
 		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(gcBetween) > 0 {
 		slices.Sort(gcBetween)

@@ -35,10 +35,8 @@ type stageData struct {
 func (c *calibration) stages() error {
 	near := slices.DeleteFunc(slices.Clone(c.steps), func(s *step) bool { return s.RateAchieved < c.opt.Near*c.peak.RateAchieved })
 	data := make([]stageData, len(roles))
-	for _, s := range near {
-		if err := c.stepStages(s, data); err != nil {
-			return err
-		}
+	if err := scanSteps(near, func(s *step, msgs *stepMsgs) error { return c.stepStages(s, msgs, data) }); err != nil {
+		return err
 	}
 	var sum float64
 	kept := make([][]float64, len(roles))
@@ -142,11 +140,7 @@ func roleVerb(role string) string {
 // messages it read and wrote in the step's window, and per window of
 // thread_windows.csv the CPU time of each role over the messages that
 // entered the broker in it.
-func (c *calibration) stepStages(s *step, data []stageData) error {
-	msgs, err := scanMsgs(s)
-	if err != nil {
-		return err
-	}
+func (c *calibration) stepStages(s *step, msgs *stepMsgs, data []stageData) error {
 	role := func(tid int) int {
 		switch {
 		case msgs.readBy[uint32(tid)] > 0:

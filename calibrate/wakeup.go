@@ -7,11 +7,13 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 
 	"github.com/brokertrace/brokertrace/model/sim"
 	"github.com/brokertrace/brokertrace/recfile"
+	"golang.org/x/sync/errgroup"
 )
 
 // The cost per wake-up (ICPE'14 §3.2, Fig. 2): at one rate, regular
@@ -250,18 +252,9 @@ func (c *calibration) wakeModel() error {
 		return fmt.Errorf("the model so far: %w", err)
 	}
 	m.SwitchPenaltyNs = 0
-	var best *wakeTrial
-	for _, f := range spinGrid {
-		for _, lat := range latencyGrid {
-			m.WakeLatencyNs = lat
-			t, err := trySpin(m, f*c.wakeCost, low, below, target)
-			if err != nil {
-				return err
-			}
-			if t != nil && (best == nil || t.sq < best.sq) {
-				best = t
-			}
-		}
+	best, err := c.bestTrial(m, low, below, target)
+	if err != nil {
+		return err
 	}
 	if best == nil {
 		c.warn("wake_penalty: no polling time gave the model a non-negative wake penalty: the model pays msg_cost only")
@@ -279,6 +272,36 @@ func (c *calibration) wakeModel() error {
 	c.add(recfile.CalParam{Name: recfile.CalWakePenalty, Value: best.penalty, Unit: "ns", Source: "sweep", Steps: []int{low.Index},
 		Derivation: how + fmt.Sprintf("; the model, with spin %.0f ns and wake_latency %.0f ns, fits the broker's utilisation over the steps below saturation best (least squares; measured %.3f CPUs at this step without the JIT compiler) with %.0f ns per wake-up of a parked CPU", best.spin, best.latency, target[low.Index], best.penalty)})
 	return nil
+}
+
+// bestTrial tries every pair of the grids, on every CPU (each trial
+// simulates every step below saturation three times; the simulations
+// only read the model and seed their own generators), and returns the
+// pair that fits best, the first in the grids' order on a tie, as one
+// trial after another would.
+func (c *calibration) bestTrial(m *sim.Model, low *step, below []*step, target map[int]float64) (*wakeTrial, error) {
+	trials := make([]*wakeTrial, len(spinGrid)*len(latencyGrid))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
+	for i := range trials {
+		g.Go(func() error {
+			mc := *m
+			mc.WakeLatencyNs = latencyGrid[i%len(latencyGrid)]
+			t, err := trySpin(&mc, spinGrid[i/len(latencyGrid)]*c.wakeCost, low, below, target)
+			trials[i] = t
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var best *wakeTrial
+	for _, t := range trials {
+		if t != nil && (best == nil || t.sq < best.sq) {
+			best = t
+		}
+	}
+	return best, nil
 }
 
 // pathLatency: the latency of a message's path through the broker that
