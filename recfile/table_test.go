@@ -2,10 +2,13 @@ package recfile
 
 import (
 	"encoding/csv"
+	"errors"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -172,6 +175,67 @@ func FuzzScanTable(f *testing.F) {
 		})
 		if err != nil || n != 2 {
 			t.Fatalf("%d rows read back, %v", n, err)
+		}
+	})
+}
+
+// FuzzScanTableAsCSV: ScanTable splits plain lines itself and leaves the
+// rest to encoding/csv; whatever the bytes, it must read the records
+// encoding/csv reads, and fail where it fails, with the same error.
+func FuzzScanTableAsCSV(f *testing.F) {
+	f.Add([]byte("1,2,3\n4,5,6\n"))
+	f.Add([]byte("1,\"2\n,x\",3\n4,5,6\n\n7,8,9"))
+	f.Add([]byte("1,2\n3,4,5\n"))
+	f.Add([]byte("1,2,3\r\n4,\"5\"\"\",6\n7,8,9,10\n"))
+	f.Add([]byte("a\"b,c,d\n1,2,3\n"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		data := append([]byte("a,b,c\n"), body...)
+		path := filepath.Join(t.TempDir(), "t.csv")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		r := csv.NewReader(strings.NewReader(string(data)))
+		var want [][]string
+		var wantErr error
+		if _, err := r.Read(); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			rec, err := r.Read()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, rec[1:])
+		}
+		type row struct {
+			B string `csv:"b"`
+			C string `csv:"c"`
+		}
+		var got [][]string
+		err := ScanTable(path, func(x *row) error {
+			got = append(got, []string{x.B, x.C})
+			return nil
+		})
+		if len(want) == 0 && wantErr == nil {
+			want = nil
+		}
+		if !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("read %q, encoding/csv reads %q", got, want)
+		}
+		var se *ScanError
+		var pe, wpe *csv.ParseError
+		switch {
+		case (err == nil) != (wantErr == nil):
+			t.Fatalf("error %v, encoding/csv's %v", err, wantErr)
+		case err == nil:
+		case !errors.As(err, &se) || !errors.As(se.Err, &pe) || !errors.As(wantErr, &wpe):
+			t.Fatalf("error %v, encoding/csv's %v", err, wantErr)
+		case pe.Err != wpe.Err || pe.Line != wpe.Line:
+			t.Fatalf("error %v, encoding/csv's %v", pe, wpe)
 		}
 	})
 }
