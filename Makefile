@@ -96,9 +96,11 @@ mutate: deps
 	scripts/mutate.sh
 
 # The table of matching by frame against matching by marker (README):
-# two recordings of nats-server at once under loads of unique payloads.
+# two recordings of each broker at once under loads of unique payloads,
+# then of identical payloads; every row (make test runs those that stress
+# matching most).
 frame-agreement: deps
-	BT_AGREEMENT_OUT=$(CURDIR)/frame-agreement.md $(ASROOT) $(GO) test -count=1 -run '^TestFrameAgreesWithMarker$$' ./cmd/brokertrace
+	BT_AGREEMENT_OUT=$(CURDIR)/frame-agreement.md $(ASROOT) $(GO) test -count=1 -v -run '^TestFrame(AgreesWithMarker|IdenticalPayloads)$$' ./cmd/brokertrace
 	cat frame-agreement.md
 
 demo: deps build

@@ -92,13 +92,7 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 	in := func(t int64) bool {
 		return (s.WindowStartNs == 0 || t >= s.WindowStartNs) && (s.WindowEndNs == 0 || t < s.WindowEndNs)
 	}
-	// Only the columns read: a step near saturation holds millions of rows.
-	type row struct {
-		TIn     int64  `csv:"t_in_ns"`
-		Latency int64  `csv:"latency_ns"`
-		Copy    uint32 `csv:"copy"`
-	}
-	err := recfile.ScanTable(filepath.Join(dir, recfile.MessagesFile), func(m *row) error {
+	err := recfile.ScanLatencies(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageLatency) error {
 		if m.Copy == 1 && in(m.TIn) {
 			h.Add(float64(m.Latency))
 			times = append(times, m.TIn)
