@@ -19,6 +19,12 @@ import (
 // shutdown, whose last sends and the broker's drain are not the steady
 // state the step is about.
 func Window(dir string, o recfile.SweepOptions) (start, end int64, err error) {
+	// load.json names t0 (a step near saturation has millions of rows in
+	// e2e.csv); the rows' earliest intended time when it does not.
+	var ld recfile.LoadSummary
+	if err := recfile.ReadJSON(dir, recfile.LoadJSONFile, &ld); err == nil && ld.StartNs > 0 {
+		return ld.StartNs + o.WarmupNs, ld.StartNs + o.StepNs - o.CooldownNs, nil
+	}
 	t0 := int64(-1)
 	err = recfile.ScanTable(filepath.Join(dir, recfile.E2EFile), func(r *recfile.E2ERow) error {
 		if t0 < 0 || r.TIntended < t0 {
@@ -89,7 +95,7 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 // messages.csv that entered the broker in the window.
 func latency(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 	h := newHist()
-	err := recfile.ScanMessages(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.Message) error {
+	err := recfile.ScanLatencies(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageLatency) error {
 		if m.Copy == 1 && in(m.TIn) {
 			h.Record(m.Latency)
 		}

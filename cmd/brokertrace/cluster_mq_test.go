@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -47,6 +48,7 @@ func TestClusterJoinRabbitFederation(t *testing.T) {
 	n := int64(sum.Sent)
 	if cs.Deliveries != n || cs.FullPaths*1000 < 999*n || cs.Ambiguous != 0 {
 		t.Errorf("want %d deliveries, at least 99.9%% with their whole path, none ambiguous: %+v", n, cs)
+		logConnections(t, dirs...)
 	}
 	for _, p := range cs.Paths {
 		if !slices.Equal(p.Nodes, []string{"node1", "node2"}) {
@@ -95,5 +97,17 @@ func checkFederationLink(t *testing.T, rec string, nodes []*testbroker.RabbitNod
 		return c.Side == "dialed" && c.LocalAddr == nodes[1].LinkIP && c.RemoteAddr == nodes[0].LinkIP && c.RemotePort == 5672
 	}) {
 		t.Errorf("node2's connections.csv has no connection dialed from %s to %s:5672: %+v", nodes[1].LinkIP, nodes[0].LinkIP, conns)
+	}
+}
+
+// logConnections says, for a join that went wrong, what each recording
+// listed of its broker's connections and what it warned of.
+func logConnections(t *testing.T, dirs ...string) {
+	t.Helper()
+	for _, d := range dirs {
+		conns, err := os.ReadFile(filepath.Join(d, recfile.ConnectionsFile))
+		var meta recfile.Meta
+		merr := recfile.ReadJSON(d, recfile.MetaFile, &meta)
+		t.Logf("%s: %v %v\n%s\nwarnings: %q", d, err, merr, conns, meta.Warnings)
 	}
 }
