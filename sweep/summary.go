@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -50,7 +51,30 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	}
 	in := func(t int64) bool { return t >= st.WindowStartNs && t < st.WindowEndNs }
 	secs := float64(st.WindowEndNs-st.WindowStartNs) / 1e9
-	err = recfile.ScanTable(filepath.Join(dir, recfile.E2EFile), func(r *recfile.E2ERow) error {
+	// messages.csv and e2e.csv, the two large files, read at once: the
+	// next step waits for this one's summary.
+	var lat errgroup.Group
+	lat.Go(func() error { return latency(dir, st, in) })
+	if err := summarizeLoad(dir, st, o, in, secs); err != nil {
+		lat.Wait()
+		return err
+	}
+	if err := lat.Wait(); err != nil {
+		return err
+	}
+	for _, f := range []func(string, *recfile.SweepStep, func(int64) bool) error{cpu, sched, network} {
+		if err := f(dir, st, in); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// summarizeLoad fills what the load's files say: sent and received in
+// the window, the rate achieved, messages missing, and the recording's
+// losses and warnings.
+func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in func(int64) bool, secs float64) error {
+	err := recfile.ScanTable(filepath.Join(dir, recfile.E2EFile), func(r *recfile.E2ERow) error {
 		if in(r.TSend) {
 			st.Sent++
 		}
@@ -79,14 +103,6 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	st.Warnings = append(st.Warnings, meta.Warnings...)
 	if ld.Error != "" {
 		st.Warnings = append(st.Warnings, "load: "+ld.Error)
-	}
-	if err := latency(dir, st, in); err != nil {
-		return err
-	}
-	for _, f := range []func(string, *recfile.SweepStep, func(int64) bool) error{cpu, sched, network} {
-		if err := f(dir, st, in); err != nil {
-			return err
-		}
 	}
 	return nil
 }
