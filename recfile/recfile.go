@@ -141,11 +141,17 @@ type MessageLatency struct {
 // ScanLatencies streams a messages.csv as ScanMessages does, reading only
 // the columns of MessageLatency.
 func ScanLatencies(path string, fn func(*MessageLatency) error) error {
+	return scanChecked(path, func(m *MessageLatency) (int64, int64, int64) { return m.TIn, m.TOut, m.Latency }, fn)
+}
+
+// scanChecked streams the rows of a messages.csv, failing at a row whose
+// latency_ns is not t_out_ns − t_in_ns (times gets them from a row).
+func scanChecked[T any](path string, times func(*T) (tin, tout, latency int64), fn func(*T) error) error {
 	line := 1
-	return ScanTable(path, func(m *MessageLatency) error {
+	return ScanTable(path, func(m *T) error {
 		line++
-		if m.Latency != m.TOut-m.TIn {
-			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, m.Latency)
+		if tin, tout, lat := times(m); lat != tout-tin {
+			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, lat)
 		}
 		return fn(m)
 	})
@@ -168,14 +174,7 @@ func ReadMessages(path string) ([]Message, error) {
 // type (a port above 65535) and a latency_ns other than t_out_ns − t_in_ns
 // are errors.
 func ScanMessages(path string, fn func(*Message) error) error {
-	line := 1
-	return ScanTable(path, func(m *Message) error {
-		line++
-		if m.Latency != m.TOut-m.TIn {
-			return fmt.Errorf("%s:%d: latency_ns %d != t_out_ns - t_in_ns", path, line, m.Latency)
-		}
-		return fn(m)
-	})
+	return scanChecked(path, func(m *Message) (int64, int64, int64) { return m.TIn, m.TOut, m.Latency }, fn)
 }
 
 // WriteJSON writes v as indented JSON to dir/name atomically, with mode
