@@ -295,13 +295,10 @@ func plainRecord(br *bufio.Reader, rec []string, n int) ([]string, error) {
 	line := string(buf[:i])
 	br.Discard(i + 1)
 	rec = rec[:0]
-	for {
-		j := strings.IndexByte(line, ',')
-		if j < 0 {
-			rec = append(rec, line)
-			break
-		}
-		rec, line = append(rec, line[:j]), line[j+1:]
+	for more := true; more; {
+		var f string
+		f, line, more = strings.Cut(line, ",")
+		rec = append(rec, f)
 	}
 	if len(rec) != n {
 		return rec, csv.ErrFieldCount

@@ -53,13 +53,10 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	secs := float64(st.WindowEndNs-st.WindowStartNs) / 1e9
 	// messages.csv and e2e.csv, the two large files, read at once: the
 	// next step waits for this one's summary.
-	var lat errgroup.Group
-	lat.Go(func() error { return latency(dir, st, in) })
-	if err := summarizeLoad(dir, st, o, in, secs); err != nil {
-		lat.Wait()
-		return err
-	}
-	if err := lat.Wait(); err != nil {
+	var g errgroup.Group
+	g.Go(func() error { return latency(dir, st, in) })
+	g.Go(func() error { return summarizeLoad(dir, st, o, in, secs) })
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	for _, f := range []func(string, *recfile.SweepStep, func(int64) bool) error{cpu, sched, network} {
