@@ -65,14 +65,17 @@ func TestSourceNATS(t *testing.T) {
 		t.Fatalf("recording ended: %v", err)
 	}
 	const n = 4000
+	steal0 := stealNs(t)
 	lr, err := load.Run(context.Background(), load.Config{URL: srv.URL(), Subject: "bt.sched", Rate: 4000, Count: n, Drain: 5 * time.Second})
 	if err != nil || lr.Received != n {
 		t.Fatalf("load: %v", err)
 	}
+	stolen := stealNs(t) - steal0 + stealTick
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("the hypervisor stole at most %d ns of the CPUs during the load", stolen)
 	meta := res.Meta.Sources["sched"]
 	if meta.Status != "ok" {
 		t.Fatalf("sched source: %+v", meta)
@@ -85,17 +88,30 @@ func TestSourceNATS(t *testing.T) {
 	}
 	cs, co, cl := col(t, hdr, "ctxsw"), col(t, hdr, "oncpu_ns"), col(t, hdr, "latency_ns")
 	var sumSw int64
+	var over int
 	for _, r := range rows {
 		sw, on, lat := num(t, r[cs]), num(t, r[co]), num(t, r[cl])
-		if sw < 0 || on < 0 || on > lat*int64(m.Threads) {
-			t.Fatalf("row %v: ctxsw %d oncpu %d latency %d threads %d", r, sw, on, lat, m.Threads)
+		if sw < 0 || on < 0 {
+			t.Fatalf("row %v: ctxsw %d oncpu %d", r, sw, on)
+		}
+		// More on-CPU time than the threads could run in the latency:
+		// a stint whose charge began before its switch-in (a wake-up
+		// onto an idle CPU, on a VM a vCPU the host must wake first)
+		// ran at t_in, and the clocks count that early part where the
+		// stint ends. Rare; a bound below.
+		if on > lat*int64(m.Threads) {
+			over++
+			t.Logf("row %v: oncpu %d > latency %d × %d threads", r, on, lat, m.Threads)
 		}
 		sumSw += sw
+	}
+	if over > n/1000 {
+		t.Errorf("%d rows with more on-CPU time than latency × threads, want at most %d", over, n/1000)
 	}
 	if m.PerMessage != "kernel-clocks" {
 		t.Fatalf("per-message figures from %q, want the kernel's clocks", m.PerMessage)
 	}
-	checkRowsMatchStream(t, src, hdr, rows)
+	checkRowsMatchStream(t, src, hdr, rows, stolen)
 
 	sh, srows := testutil.ReadCSV(t, filepath.Join(dir, SchedFile))
 	var in, out, target int64
@@ -182,8 +198,10 @@ func checkRunOnCPU(t *testing.T, src *Source, m Meta) {
 // another CPU within the ~100 ns between its time and its slot's update,
 // and on-CPU time differs for a stint running at t_in or t_out (the clocks
 // count it by the clock until it ends, the stream places its charge
-// backdated from its end).
-func checkRowsMatchStream(t *testing.T, src *Source, hdr []string, rows [][]string) {
+// backdated from its end). On a VM the two sums also part by up to the
+// time the hypervisor stole (/proc/stat's steal, stolen): a stint's clock
+// runs on while its vCPU is stolen, its charge does not.
+func checkRowsMatchStream(t *testing.T, src *Source, hdr []string, rows [][]string, stolen uint64) {
 	t.Helper()
 	ti, to, cs, co := col(t, hdr, "t_in_ns"), col(t, hdr, "t_out_ns"), col(t, hdr, "ctxsw"), col(t, hdr, "oncpu_ns")
 	var swOff, onOff int
@@ -207,9 +225,12 @@ func checkRowsMatchStream(t *testing.T, src *Source, hdr []string, rows [][]stri
 	t.Logf("%d rows: ctxsw differs from the stream's in %d, oncpu_ns in %d (at most %d ns); oncpu_ns sums %d, the stream's %d (%+.3f%%); stamps raced in %d (the stream's values), on-CPU below 0 in %d (%d ns)",
 		len(rows), swOff, onOff, maxD, sumOn, sumStream, pct(uint64(sumOn), uint64(sumStream)), src.raced, src.negative, src.negativeNs)
 	// Measured at 4 000 msg/s: ctxsw off in 0-1 rows, stamps raced in
-	// 0-1, sums +0.8-1.5%, below 0 in 0-3 rows.
+	// 0-1, sums +0.8-1.5%, below 0 in 0-3 rows; with 50-70 ms stolen
+	// during the load (a busy host, 2026-11-28), sums +5.2-6.0%
+	// (13-16 ms).
 	n := len(rows)
-	if swOff > n/1000 || src.raced > n/1000 || src.negative > n/200 || !within(uint64(sumOn), uint64(sumStream), 0.03) {
-		t.Errorf("the clocks' per-message figures stray from the stream's: more than 0.1%% of rows with another ctxsw or raced, 0.5%% below 0, or sums 3%% apart")
+	apart := max(sumOn-sumStream, sumStream-sumOn)
+	if swOff > n/1000 || src.raced > n/1000 || src.negative > n/200 || uint64(apart) > uint64(sumStream)*3/100+stolen {
+		t.Errorf("the clocks' per-message figures stray from the stream's: more than 0.1%% of rows with another ctxsw or raced, 0.5%% below 0, or sums more than 3%% + %d ns stolen apart", stolen)
 	}
 }

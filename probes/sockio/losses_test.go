@@ -25,12 +25,15 @@ import (
 // check the counters against the byte counts the calls returned. Every test
 // attaches a fresh probe, so its counters start at zero.
 
-// lossProbe is an attached probe (attachProbe and its collector: see
-// sockio_test.go).
-type lossProbe struct{ c *collector }
+// lossProbe is an attached probe: the shared one without a scan limit,
+// else one of its own (attachShared, attachProbe: see sockio_test.go).
+type lossProbe struct{ c probeView }
 
 func lossAttach(t *testing.T, path Path, scanLimit int) lossProbe {
 	t.Helper()
+	if scanLimit == 0 {
+		return lossProbe{attachShared(t, path, WalkAuto)}
+	}
 	return lossProbe{attachProbe(t, Options{Path: path, ScanLimit: scanLimit})}
 }
 
@@ -38,11 +41,7 @@ func lossAttach(t *testing.T, path Path, scanLimit int) lossProbe {
 func (p lossProbe) finish(t *testing.T) ([]events.IO, Stats) {
 	t.Helper()
 	evs := p.c.stop(t)
-	st, err := p.c.tr.Stats()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs, st
+	return evs, p.c.stats(t)
 }
 
 // lossPair returns the blocking descriptors of a loopback TCP connection
@@ -513,9 +512,9 @@ func TestLossStepLimit(t *testing.T) {
 	}
 	for _, w := range walks {
 		t.Run(string(w.path)+"/"+string(w.walk), func(t *testing.T) {
-			p := lossProbe{attachProbe(t, Options{Path: w.path, Walk: w.walk})}
-			if p.c.tr.Walk() != w.walk {
-				t.Fatalf("walk %q, want %q", p.c.tr.Walk(), w.walk)
+			p := lossProbe{attachShared(t, w.path, w.walk)}
+			if p.c.walk() != w.walk {
+				t.Fatalf("walk %q, want %q", p.c.walk(), w.walk)
 			}
 			client, server := lossPair(t, 16<<20)
 			total := stepLimitWritev(t, client, server)
@@ -575,7 +574,7 @@ func TestHugeWritev(t *testing.T) {
 			<-done
 			evs, st := p.finish(t)
 			scanned := len(stream)
-			if p.c.tr.Walk() == WalkBounded {
+			if p.c.walk() == WalkBounded {
 				// Kernels before 5.17: the walk's 1280 steps end inside
 				// the call (two steps per 20 KiB entry); it counts the
 				// rest, and finds the markers in what it scanned.

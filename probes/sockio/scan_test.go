@@ -305,7 +305,7 @@ func TestScanNearMisses(t *testing.T) {
 	checkScanPlan(t, sp)
 	for _, path := range kernelPaths(t) {
 		t.Run(string(path), func(t *testing.T) {
-			c := attachProbe(t, Options{Path: path})
+			c := attachShared(t, path, WalkAuto)
 			cfd, sfd := tcpPair(t)
 			for ph, end := range sp.phases {
 				for _, call := range sp.calls[events.Out][ph] {
@@ -320,7 +320,7 @@ func TestScanNearMisses(t *testing.T) {
 			for _, dir := range []events.Dir{events.Out, events.In} {
 				compareCalls(t, dir, slices.Concat(sp.calls[dir]...), sp.stream, evs, anchorBase(t, dir, evs))
 			}
-			st, _ := c.tr.Stats()
+			st := c.stats(t)
 			n := uint64(len(sp.stream))
 			if st.Bytes != [2]uint64{n, n} || st.Scanned != st.Bytes || st.Unscanned != [2]uint64{} ||
 				st.FaultBytes != [2]uint64{} || st.DroppedEvents != 0 || st.Peeks != 0 {

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/frame"
+	"github.com/brokertrace/brokertrace/probes"
 )
 
 // The frame tests share one probe per path, walk and match mode: loading
@@ -42,11 +43,27 @@ var sharedProbes struct {
 	m  map[sharedKey]*shared
 }
 
-// sharedProbe is the package's probe for opts' path, walk and match mode,
-// opened at first use; only those fields of opts may be set.
+// sharedProbe is the package's probe for opts' path, walk and match mode
+// (no mode: frames), opened at first use; only those fields of opts may
+// be set. Options that load the same programs share one: no path is the
+// path Open takes first, no walk the walk it picks on that path.
 func sharedProbe(opts Options) (*shared, error) {
 	if opts.PID != 0 || opts.ScanLimit != 0 || opts.RingSize != 0 || opts.FramePorts != nil {
 		return nil, fmt.Errorf("a shared probe takes a path, walk and match mode only, not %+v", opts)
+	}
+	if opts.Path == "" {
+		opts.Path = PathSyscalls
+		if probes.HasTracepoint("sock_recv_length") && probes.HasTracepoint("sock_send_length") {
+			opts.Path = PathSock
+		}
+	}
+	w, err := pickWalk(opts.Walk, opts.Path)
+	if err != nil {
+		return nil, err
+	}
+	opts.Walk = w.walk
+	if opts.Match != MatchMarker {
+		opts.Match = MatchFrame
 	}
 	key := sharedKey{opts.Path, opts.Walk, opts.Match}
 	sharedProbes.mu.Lock()
@@ -56,8 +73,8 @@ func sharedProbe(opts Options) (*shared, error) {
 	}
 	sp := &shared{listeners: map[frame.Proto]listener{}}
 	open := opts
-	if opts.Match != MatchMarker {
-		open.Match, open.FramePorts = MatchFrame, map[uint16]frame.Proto{}
+	if opts.Match == MatchFrame {
+		open.FramePorts = map[uint16]frame.Proto{}
 	}
 	for p := frame.NATS; p <= frame.Redis; p++ {
 		fd, port, err := listenFree()

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/brokertrace/brokertrace/internal/testutil"
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/probes"
+	"github.com/brokertrace/brokertrace/recfile"
 )
 
 // These tests attach the real probe to the test process itself and move
@@ -68,6 +70,116 @@ func attachProbe(t testing.TB, opts Options) *collector {
 	}
 	t.Cleanup(func() { c.stop(t); c.tr.Close() })
 	return c
+}
+
+// probeView is what a test reads of a probe attached for it: its events
+// and counters since it began.
+type probeView interface {
+	stop(t testing.TB) []events.IO
+	stats(t testing.TB) Stats
+	walk() Walk
+}
+
+func (c *collector) stats(t testing.TB) Stats {
+	t.Helper()
+	st, err := c.tr.Stats()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func (c *collector) walk() Walk { return c.tr.Walk() }
+
+// view is a test's part of the package's shared marker probe for a path
+// and walk (sharedProbe): the events and counters after it began. Under
+// the kernel matrix's emulated guests a probe's load takes 5–8 s, most of
+// a marker test's time; these tests load it once per path and walk. It
+// serves tests that attach before they open their sockets: the counters
+// are differences (statsSince).
+type view struct {
+	c     *collector
+	seen  int
+	base  Stats
+	end   *Stats
+	evs   []events.IO
+	which Walk
+}
+
+// attachShared is attachProbe's view of the shared probe for path and
+// walk.
+func attachShared(t testing.TB, path Path, walk Walk) *view {
+	t.Helper()
+	testutil.RequireRoot(t, "loads eBPF programs")
+	sp, err := sharedProbe(Options{Path: path, Walk: walk, Match: MatchMarker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &view{c: sp.c, which: sp.c.tr.Walk()}
+	syncEvents(t, v.c, &v.seen) // what came before is another test's
+	v.base = v.c.stats(t)
+	return v
+}
+
+// stop returns the view's events once the probe delivered every event
+// the kernel wrote, and fixes its counters there.
+func (v *view) stop(t testing.TB) []events.IO {
+	t.Helper()
+	if v.end == nil {
+		v.evs = syncEvents(t, v.c, &v.seen)
+		st := v.c.stats(t)
+		v.end = &st
+	}
+	return v.evs
+}
+
+func (v *view) stats(t testing.TB) Stats {
+	t.Helper()
+	st := v.c.stats(t)
+	if v.end != nil {
+		st = *v.end
+	}
+	return statsSince(st, v.base)
+}
+
+func (v *view) walk() Walk { return v.which }
+
+// statsSince is the growth of the counters from base to st: every
+// counter field (a uint64, or an array of them) and the size classes that
+// grew, with their estimates worked out again as Stats does; the frame
+// counters are left out.
+func statsSince(st, base Stats) Stats {
+	var d Stats
+	now, was, out := reflect.ValueOf(st), reflect.ValueOf(base), reflect.ValueOf(&d).Elem()
+	for i := range out.NumField() {
+		switch f := out.Field(i); {
+		case f.Kind() == reflect.Uint64:
+			f.SetUint(now.Field(i).Uint() - was.Field(i).Uint())
+		case f.Kind() == reflect.Array && f.Type().Elem().Kind() == reflect.Uint64:
+			for j := range f.Len() {
+				f.Index(j).SetUint(now.Field(i).Index(j).Uint() - was.Field(i).Index(j).Uint())
+			}
+		}
+	}
+	for _, c := range st.SizeClasses {
+		if i := slices.IndexFunc(base.SizeClasses, func(b recfile.SizeClass) bool {
+			return b.Dir == c.Dir && b.MinBytes == c.MinBytes
+		}); i >= 0 {
+			b := base.SizeClasses[i]
+			c.Calls, c.Scanned, c.Unscanned, c.Markers = c.Calls-b.Calls, c.Scanned-b.Scanned, c.Unscanned-b.Unscanned, c.Markers-b.Markers
+		}
+		if c.Calls == 0 {
+			continue
+		}
+		dir := events.In
+		if c.Dir == events.Out.String() {
+			dir = events.Out
+		}
+		c.MissedMarkersEst = estimate(c.Unscanned, c.Markers, c.Scanned, d.Markers[dir], d.Scanned[dir])
+		d.MissedMarkersEst[dir] += c.MissedMarkersEst
+		d.SizeClasses = append(d.SizeClasses, c)
+	}
+	return d
 }
 
 // startCollector opens the probe on this process (unless opts names
@@ -233,7 +345,7 @@ func writeAll(t testing.TB, fd int, form events.Call, pieces ...[]byte) (accepte
 func TestSyscallForms(t *testing.T) {
 	for _, path := range kernelPaths(t) {
 		t.Run(string(path), func(t *testing.T) {
-			c := attachProbe(t, Options{Path: path})
+			c := attachShared(t, path, WalkAuto)
 			cfd, sfd := tcpPair(t)
 			writes := []events.Call{events.CallWrite, events.CallWritev, events.CallSendto, events.CallSendmsg}
 			reads := []events.Call{events.CallRead, events.CallReadv, events.CallRecvfrom, events.CallRecvmsg}
@@ -285,7 +397,7 @@ func TestSyscallForms(t *testing.T) {
 func TestBurst(t *testing.T) {
 	for _, path := range kernelPaths(t) {
 		t.Run(string(path), func(t *testing.T) {
-			c := attachProbe(t, Options{Path: path})
+			c := attachShared(t, path, WalkAuto)
 			cfd, sfd := tcpPair(t)
 			var buf []byte
 			var want []uint64
@@ -309,7 +421,7 @@ func TestBurst(t *testing.T) {
 			if !slices.Equal(in, want) {
 				t.Fatalf("read: %d ids, want %d in order", len(in), len(want))
 			}
-			st, _ := c.tr.Stats()
+			st := c.stats(t)
 			if st.Markers != [2]uint64{150, 150} || st.DroppedEvents != 0 {
 				t.Fatalf("stats %+v", st)
 			}
@@ -321,13 +433,10 @@ func TestBurst(t *testing.T) {
 // them; each write is read on its own, so both directions see the split.
 func TestSplitMarker(t *testing.T) {
 	cuts := []int{1, 4, 5, 12, 19}
-	if testing.Short() {
-		cuts = []int{4, 12} // the kernel matrix's guests: a probe loaded per cut takes them 5 s
-	}
 	for _, path := range kernelPaths(t) {
 		for _, cut := range cuts {
 			t.Run(fmt.Sprintf("%s/cut%d", path, cut), func(t *testing.T) {
-				c := attachProbe(t, Options{Path: path})
+				c := attachShared(t, path, WalkAuto)
 				cfd, sfd := tcpPair(t)
 				id := uint64(0x0123456789abcdef)
 				m := marker.Append(nil, id)
@@ -345,7 +454,7 @@ func TestSplitMarker(t *testing.T) {
 						t.Fatalf("%v: ids %x ends %v, want [%x] [%d]", dir, ids, ends, id, marker.Len-cut)
 					}
 				}
-				st, _ := c.tr.Stats()
+				st := c.stats(t)
 				if st.Calls != [2]uint64{2, 2} {
 					t.Fatalf("calls %v, want 2 each way", st.Calls)
 				}
@@ -382,7 +491,7 @@ func TestRandomAgainstReference(t *testing.T) {
 // the run is void because the kernel could not read some of the user memory.
 func randomRun(t *testing.T, path Path) (faulted bool) {
 	t.Helper()
-	c := attachProbe(t, Options{Path: path})
+	c := attachShared(t, path, WalkAuto)
 	cfd, sfd := tcpPair(t)
 	r := rand.New(rand.NewPCG(7, uint64(len(path))))
 	// Build every call's bytes first, so that the reader knows how much
@@ -460,7 +569,7 @@ func randomRun(t *testing.T, path Path) (faulted bool) {
 		t.Logf("out: %d of %d calls were partial writes", k, len(calls))
 	}
 	evs := c.stop(t)
-	st, _ := c.tr.Stats()
+	st := c.stats(t)
 	st.SizeClasses = nil
 	err := compareRandom(t, evs, want, calls, accepted)
 	if st.FaultBytes != [2]uint64{} {
@@ -661,7 +770,7 @@ func TestFilters(t *testing.T) {
 			}
 
 			// UDP of the target itself: not a TCP socket.
-			c2 := attachProbe(t, Options{Path: path})
+			c2 := attachShared(t, path, WalkAuto)
 			u, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -685,7 +794,7 @@ func TestFilters(t *testing.T) {
 func TestManyIovecs(t *testing.T) {
 	for _, path := range kernelPaths(t) {
 		t.Run(string(path), func(t *testing.T) {
-			c := attachProbe(t, Options{Path: path})
+			c := attachShared(t, path, WalkAuto)
 			cfd, sfd := tcpPair(t)
 			var pieces [][]byte
 			var want []uint64
@@ -712,7 +821,7 @@ func TestManyIovecs(t *testing.T) {
 			if !slices.Equal(ids, want) {
 				t.Fatalf("found %d of %d markers in a 1024-entry writev", len(ids), len(want))
 			}
-			if st, _ := c.tr.Stats(); st.Unscanned != [2]uint64{} {
+			if st := c.stats(t); st.Unscanned != [2]uint64{} {
 				t.Fatalf("unscanned %v", st.Unscanned)
 			}
 		})
