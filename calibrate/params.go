@@ -118,7 +118,11 @@ func (c *calibration) peakParams() {
 	c.add(recfile.CalParam{Name: recfile.CalDemandPerMsg, Value: 1e9 / p.RateAchieved, Unit: "ns", Source: "sweep", Steps: []int{p.Index},
 		Derivation: fmt.Sprintf("1 / peak_throughput = 1 / %.1f msg/s = %.0f ns: at the peak one CPU is busy with messages only", p.RateAchieved, 1e9/p.RateAchieved)})
 	if cpus := float64(c.cal.CPUs); p.BrokerUtil < 0.9*cpus {
-		c.warn("the broker used %.2f of its %g CPU(s) at the peak (step %d): the peak is bound elsewhere (the load generator, the network, flow control), so demand_per_msg = 1/peak overstates its CPU demand and demand_scale is far from 1", p.BrokerUtil, cpus, p.Index)
+		where := "elsewhere (the load generator, the network, flow control)"
+		if p.Bottleneck == recfile.BottleneckLoad {
+			where = fmt.Sprintf("by the load's CPUs (%.2f busy: sweep.json bottleneck %s)", p.LoadCPUsBusy, p.Bottleneck)
+		}
+		c.warn("the broker used %.2f of its %g CPU(s) at the peak (step %d): the peak is bound %s, so demand_per_msg = 1/peak overstates its CPU demand and demand_scale is far from 1", p.BrokerUtil, cpus, p.Index, where)
 	}
 	maxU := slices.MaxFunc(c.steps, func(a, b *step) int { return cmp.Compare(a.BrokerUtil, b.BrokerUtil) })
 	if maxU.BrokerUtil <= 0 {

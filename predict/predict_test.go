@@ -90,6 +90,12 @@ func TestGoalsWorstCase(t *testing.T) {
 	if CompareSaturation(&unsat); unsat.OK {
 		t.Errorf("predicted 18000 under an unsaturated 20000 carried: ok")
 	}
+	// a knee the load's CPUs held: a bound, and the goal not met
+	held := recfile.PredictionSaturation{Predicted: 30000, Measured: 20000, HeldByLoad: true}
+	CompareSaturation(&held)
+	if g := Goals(rows, held)[1]; g.Met || !held.OK || !strings.Contains(g.Detail, "not measured") || !strings.Contains(g.Detail, "load's CPUs") {
+		t.Errorf("saturation held by the load: %+v (ok %v)", g, held.OK)
+	}
 	rows[1] = row(2000, 2.5, 0.7, false)
 	sat = recfile.PredictionSaturation{Predicted: 9600, Measured: 10000, Reached: true}
 	CompareSaturation(&sat)

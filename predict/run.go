@@ -117,16 +117,21 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 // rates and the measured peak) with regular arrivals: the model's
 // throughput there is its saturation throughput. The measured one is the
 // highest rate a step achieved: the broker's capacity if a step
-// saturated, a lower bound if none did. It depends on the queue
+// saturated with the broker's CPU (or neither's) full, a lower bound if
+// none did or only the load's CPUs were. It depends on the queue
 // capacity: unbounded, every thread with work gets an equal share of the
 // CPU and the pipeline's slowest thread falls behind the first (tokens
 // pile up between them); bounded, the first thread waits for room as
 // the broker's reading thread does under flow control.
 func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, steps []recfile.SweepStep, jobs []job, opt Options) error {
-	peak, reached := 0.0, false
+	peak, reached, held := 0.0, false, false
 	for _, s := range steps {
 		if s.Status == "" || s.Status == recfile.SweepDone {
-			peak, reached = max(peak, s.RateAchieved), reached || s.Saturated
+			peak = max(peak, s.RateAchieved)
+			// A step held back by the load's CPUs saturated the load,
+			// not the broker.
+			reached = reached || s.Saturated && s.Bottleneck != recfile.BottleneckLoad
+			held = held || s.Saturated && s.Bottleneck == recfile.BottleneckLoad
 		}
 	}
 	top := peak
@@ -143,7 +148,7 @@ func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, s
 	if err != nil {
 		return fmt.Errorf("saturation run at %.0f msg/s: %w", 3*top, err)
 	}
-	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached}
+	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached, HeldByLoad: held && !reached}
 	CompareSaturation(&p.Saturation)
 	return nil
 }

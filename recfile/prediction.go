@@ -135,9 +135,12 @@ type PredictionSaturation struct {
 	Measured  float64 `json:"measured"`  // msg/s, 0 if unknown
 	// Reached: a measured step saturated, so Measured is the broker's
 	// saturation throughput; otherwise it is only a lower bound.
-	Reached  bool    `json:"reached"`
-	ErrorPct float64 `json:"error_pct"`
-	OK       bool    `json:"ok"` // within 5% (reached), or not below the bound
+	Reached bool `json:"reached"`
+	// HeldByLoad: steps saturated, but each because the load's CPUs were
+	// full, not the broker's (SweepStep.Bottleneck): Measured is a bound.
+	HeldByLoad bool    `json:"held_by_load,omitempty"`
+	ErrorPct   float64 `json:"error_pct"`
+	OK         bool    `json:"ok"` // within 5% (reached), or not below the bound
 }
 
 // PredictionGoal is one of the issue's goals over all rates.

@@ -71,6 +71,13 @@ type SweepKnee struct {
 // Lossy says whether the step's recording lost markers or events.
 func (s *SweepStep) Lossy() bool { return s.MarkersLost > 0 || s.DroppedEvents > 0 }
 
+// Bottlenecks of a saturated SweepStep.
+const (
+	BottleneckBroker  = "broker-cpu"
+	BottleneckLoad    = "load-cpu"
+	BottleneckNeither = "neither-cpu"
+)
+
 // SweepStatus values of SweepStep.Status.
 const (
 	SweepPending = "pending"
@@ -149,6 +156,15 @@ type SweepStep struct {
 	BrokerUtilSource string  `json:"broker_util_source"`
 	SystemUtil       float64 `json:"system_util"`
 	SystemUtilSource string  `json:"system_util_source,omitempty"`
+	// LoadCPUsBusy is the busy time of the load's CPUs (--load-cpus) in
+	// CPUs' worth: cpu_cores.csv's exact column (cpuidle residency).
+	LoadCPUsBusy float64 `json:"load_cpus_busy,omitempty"`
+	// Bottleneck says, for a saturated step, whose CPU was full: the
+	// broker's (BottleneckBroker: its CPUs or its quota), the load's
+	// (BottleneckLoad: the load generator and the recorder could go no
+	// faster, and the broker's own saturation lies higher), or neither
+	// (BottleneckNeither: a lock, the network, a thread's own limit).
+	Bottleneck string `json:"bottleneck,omitempty"`
 	// Context switches per message entering the broker: out of the
 	// broker's threads (a), and on the CPUs of its affinity (b).
 	SwitchesPerMsgThreads float64 `json:"switches_per_msg_threads"`

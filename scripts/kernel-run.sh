@@ -79,8 +79,8 @@ grep -E ' (tracefs|debugfs) ' /proc/mounts >"$out/truth/mounts.after" || true
 # reference, the losses it counts, the bounded walk where there is no
 # bpf_loop.
 if command -v sockio.test >/dev/null; then
-	# -test.short: fewer seeds and cuts of the same tests (the host's
-	# make test runs them all; under TCG each costs seconds).
+	# -test.short: fewer seeds of the same tests (the host's make test
+	# runs them all; under TCG each costs seconds).
 	(cd /tmp && sockio.test -test.v -test.short -test.count=1 -test.timeout 20m \
 		-test.run "${SOCKIO_TESTS:-.}") >"$out/sockio.test.log" 2>&1
 	echo "$?" >"$out/sockio.test.rc"

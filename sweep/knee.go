@@ -160,10 +160,26 @@ func knee(o recfile.SweepOptions, steps []recfile.SweepStep) *recfile.SweepKnee 
 	case k.Found:
 		k.Note = fmt.Sprintf("the broker kept up with %s msg/s (%s, %s asked) and fell behind at %s asked (%s, %s achieved)",
 			fmtRate(lo.RateAchieved), lo.Dir, fmtRate(lo.RateAsked), fmtRate(hi.RateAsked), hi.Dir, fmtRate(hi.RateAchieved))
+		k.Note += heldBy(hi)
 	case hi == nil:
 		k.Note = fmt.Sprintf("no %s step saturated: the knee is above %s msg/s asked (%s); sweep higher rates", done[0].Pattern, fmtRate(lo.RateAsked), lo.Dir)
 	default:
 		k.Note = fmt.Sprintf("every %s step saturated: the knee is below %s msg/s asked (%s); sweep lower rates", done[0].Pattern, fmtRate(hi.RateAsked), hi.Dir)
+		k.Note += heldBy(hi)
 	}
 	return k
+}
+
+// heldBy says what the saturated step's Bottleneck means for the knee.
+func heldBy(hi *recfile.SweepStep) string {
+	switch hi.Bottleneck {
+	case recfile.BottleneckBroker:
+		return fmt.Sprintf(", its CPU full (%.2f CPU)", hi.BrokerUtil)
+	case recfile.BottleneckLoad:
+		return fmt.Sprintf("; held back by the load's CPUs (%.2f busy), not the broker's (%.2f CPU): the broker's own knee lies higher, place the load on more or faster CPUs to find it",
+			hi.LoadCPUsBusy, hi.BrokerUtil)
+	case recfile.BottleneckNeither:
+		return fmt.Sprintf("; neither the broker's CPU (%.2f) nor the load's (%.2f busy) was full", hi.BrokerUtil, hi.LoadCPUsBusy)
+	}
+	return ""
 }

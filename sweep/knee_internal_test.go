@@ -141,3 +141,34 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestBottleneck: whose CPU a saturated step found full, against the
+// broker's CPUs, its quota and the load's CPUs.
+func TestBottleneck(t *testing.T) {
+	o := recfile.SweepOptions{BrokerCPUs: "0", LoadCPUs: "1"}
+	quota := o
+	quota.CPUQuota = 0.25
+	free := recfile.SweepOptions{}
+	for _, c := range []struct {
+		o      recfile.SweepOptions
+		sat    bool
+		broker float64
+		want   string
+		busy   float64
+	}{
+		{o, false, 1, "", 1},
+		{o, true, 0.95, recfile.BottleneckBroker, 1},
+		{o, true, 0.89, recfile.BottleneckLoad, 0.9},
+		{o, true, 0.89, recfile.BottleneckNeither, 0.89},
+		{quota, true, 0.23, recfile.BottleneckBroker, 1},
+		{quota, true, 0.2, recfile.BottleneckLoad, 1},
+		{free, true, 1.7, recfile.BottleneckNeither, 1}, // two CPUs: not full, and no load CPUs given
+		{free, true, 1.8, recfile.BottleneckBroker, 0},
+	} {
+		st := recfile.SweepStep{Saturated: c.sat, BrokerUtil: c.broker, LoadCPUsBusy: c.busy}
+		got, err := bottleneck(&st, c.o, 2)
+		if err != nil || got != c.want {
+			t.Errorf("%+v, broker %.2f, load busy %.2f: %q, %v; want %q", c.o, c.broker, c.busy, got, err, c.want)
+		}
+	}
+}

@@ -150,13 +150,19 @@ func burnCPU(d time.Duration) {
 // CPU 0 with the load on CPU 1, and returns sweep.json.
 func burnerSweep(t *testing.T, bin string, more ...string) *recfile.Sweep {
 	t.Helper()
+	return burnSweep(t, bin, burnUs, more...)
+}
+
+// burnSweep is burnerSweep with burn µs a message.
+func burnSweep(t *testing.T, bin string, burn int, more ...string) *recfile.Sweep {
+	t.Helper()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testutil.FreePort(t, "127.0.0.1")))
 	out := filepath.Join(t.TempDir(), "burn")
 	args := append([]string{"sweep", "--url", "tcp://" + addr + "?framing=line", "--cpus", "0", "--load-cpus", "1",
 		"--out", out, "--no-report", "--record-flag=--capture=false"}, more...)
 	args = append(append(args, shortStep...), "--", os.Args[0], "-test.run=^$")
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), burnEnv+"="+addr+","+strconv.Itoa(burnUs))
+	cmd.Env = append(os.Environ(), burnEnv+"="+addr+","+strconv.Itoa(burn))
 	b, err := cmd.CombinedOutput()
 	t.Logf("sweep %s:\n%s", strings.Join(more, " "), b)
 	if err != nil {
@@ -211,7 +217,41 @@ func TestSweepFindsQuotaKnee(t *testing.T) {
 	if capacity := 1 / perMsg; k.Rate > 0.5*capacity {
 		t.Errorf("knee %.0f msg/s is not well below the unthrottled capacity %.0f: the quota did not bind", k.Rate, capacity)
 	}
+	// The quota is what held it: every saturated step's broker at its
+	// quota, the load's CPU far from full.
+	for _, s := range sw.Steps {
+		if s.Saturated && (s.Bottleneck != recfile.BottleneckBroker || s.LoadCPUsBusy <= 0 || s.LoadCPUsBusy > 0.5) {
+			t.Errorf("step %d (%.0f msg/s asked, saturated): bottleneck %q, broker %.3f CPU, load's CPU %.3f busy; want %q, the load's CPU busy but not full",
+				s.Index, s.RateAsked, s.Bottleneck, s.BrokerUtil, s.LoadCPUsBusy, recfile.BottleneckBroker)
+		}
+	}
 	checkPhases(t, sw)
+}
+
+// TestSweepLoadHeldBack: with the load's CPU taken by two busy loops of
+// nice -19 (each 70 times a nice-0 thread's weight, leaving the load and
+// the recorder 0.7% of it), the load cannot send 10 000 msg/s to a broker
+// that burns 20 µs a message: the step saturates, held back by the load's
+// CPU, not the broker's.
+func TestSweepLoadHeldBack(t *testing.T) {
+	bin := binary(t)
+	for range 2 {
+		hog := exec.Command("taskset", "-c", "1", "nice", "-n", "-19", "sh", "-c", "while :; do :; done")
+		if err := hog.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { hog.Process.Kill(); hog.Wait() })
+	}
+	sw := burnSweep(t, bin, 20, "--rates", "10000")
+	st := sw.Steps[0]
+	t.Logf("asked %.0f msg/s, achieved %.1f; broker %.3f CPU, load's CPU %.3f busy; bottleneck %q; knee: %+v",
+		st.RateAsked, st.RateAchieved, st.BrokerUtil, st.LoadCPUsBusy, st.Bottleneck, sw.Knee)
+	if !st.Saturated || st.Bottleneck != recfile.BottleneckLoad || st.LoadCPUsBusy < 0.95 || st.BrokerUtil > 0.6 {
+		t.Errorf("want a saturated step held by the load's CPU (busy >= 0.95) with the broker below 0.6 CPU")
+	}
+	if sw.Knee == nil || !strings.Contains(sw.Knee.Note, "held back by the load's CPUs") {
+		t.Errorf("knee note does not name the load's CPUs: %+v", sw.Knee)
+	}
 }
 
 // checkPhases checks the search's record of itself: a climb by the

@@ -64,7 +64,15 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 			return err
 		}
 	}
-	return nil
+	if err := loadBusy(dir, st, o, in); err != nil {
+		return err
+	}
+	var meta recfile.Meta
+	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
+		return err
+	}
+	st.Bottleneck, err = bottleneck(st, o, meta.Host.CPUs)
+	return err
 }
 
 // summarizeLoad fills what the load's files say: sent and received in

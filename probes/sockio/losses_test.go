@@ -23,7 +23,8 @@ import (
 // peeks, unreadable user memory, bytes beyond its limits — with the exact
 // system calls that cause it, on loopback sockets of the test process, and
 // check the counters against the byte counts the calls returned. Every test
-// attaches a fresh probe, so its counters start at zero.
+// reads the counters' growth from its start (a view of the shared probe)
+// or a fresh probe's, which start at zero.
 
 // lossProbe is an attached probe: the shared one without a scan limit,
 // else one of its own (attachShared, attachProbe: see sockio_test.go).

@@ -1,0 +1,98 @@
+package sweep
+
+import (
+	"fmt"
+	"math"
+	"path/filepath"
+	"slices"
+
+	"github.com/brokertrace/brokertrace/process"
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// fullShare is the share of a CPU limit at which a saturated step's CPU
+// counts as full: the broker's utilisation under a quota reads a few
+// percent below it (the quota is enforced per period), and a busy loop
+// sharing a CPU with an idle broker reads 0.97-1.0.
+const fullShare = 0.9
+
+// loadBusy fills LoadCPUsBusy: the load's CPUs' exact busy time in the
+// window, from cpu_cores.csv.
+func loadBusy(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in func(int64) bool) error {
+	cpus, err := cpuList(o.LoadCPUs)
+	if err != nil || len(cpus) == 0 {
+		return err
+	}
+	busy := map[int64]float64{} // CPU → busy ns
+	var dur float64
+	var last int64 = math.MinInt64
+	err = recfile.ScanTable(filepath.Join(dir, recfile.CPUCoresFile), func(r *recfile.CPUCoreRow) error {
+		if !midIn(in, r.TStart, r.TEnd) || !slices.Contains(cpus, int(r.CPU)) || math.IsNaN(r.BusyExact) {
+			return nil
+		}
+		d := float64(r.TEnd - r.TStart)
+		busy[r.CPU] += r.BusyExact * d
+		if r.TStart != last { // one window, every CPU's row
+			dur, last = dur+d, r.TStart
+		}
+		return nil
+	})
+	if err != nil || dur == 0 {
+		return absent(st, orNotExist(err, dur), "load_cpus_busy")
+	}
+	st.LoadCPUsBusy = 0
+	for _, b := range busy {
+		st.LoadCPUsBusy += b / dur
+	}
+	return nil
+}
+
+// cpuList is the CPUs of a list like "1" or "0-2,5"; none for "".
+func cpuList(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	set, err := process.ParseCPUList(s)
+	if err != nil {
+		return nil, fmt.Errorf("CPU list %q: %w", s, err)
+	}
+	var out []int
+	for c := range 1024 {
+		if set.IsSet(c) {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// bottleneck says whose CPU held a saturated step back: the broker's when
+// its utilisation reached fullShare of its limit (its CPUs, or its quota),
+// else the load's when their busy time reached fullShare of them, else
+// neither. hostCPUs stands for the broker's CPUs when they were not given.
+func bottleneck(st *recfile.SweepStep, o recfile.SweepOptions, hostCPUs int) (string, error) {
+	if !st.Saturated {
+		return "", nil
+	}
+	broker, err := cpuList(o.BrokerCPUs)
+	if err != nil {
+		return "", err
+	}
+	load, err := cpuList(o.LoadCPUs)
+	if err != nil {
+		return "", err
+	}
+	limit := float64(hostCPUs)
+	if len(broker) > 0 {
+		limit = float64(len(broker))
+	}
+	if o.CPUQuota > 0 {
+		limit = min(limit, o.CPUQuota)
+	}
+	switch {
+	case st.BrokerUtil >= fullShare*limit:
+		return recfile.BottleneckBroker, nil
+	case len(load) > 0 && st.LoadCPUsBusy >= fullShare*float64(len(load)):
+		return recfile.BottleneckLoad, nil
+	}
+	return recfile.BottleneckNeither, nil
+}
