@@ -158,12 +158,13 @@ func TestBottleneck(t *testing.T) {
 	}{
 		{o, false, 1, "", 1},
 		{o, true, 0.95, recfile.BottleneckBroker, 1},
+		{o, true, 0.9, recfile.BottleneckLoad, 1}, // nats-server's step 21 of 2026-11-28
 		{o, true, 0.89, recfile.BottleneckLoad, 0.9},
-		{o, true, 0.89, recfile.BottleneckNeither, 0.89},
+		{o, true, 0.94, recfile.BottleneckNeither, 0.89},
 		{quota, true, 0.23, recfile.BottleneckBroker, 1},
 		{quota, true, 0.2, recfile.BottleneckLoad, 1},
-		{free, true, 1.7, recfile.BottleneckNeither, 1}, // two CPUs: not full, and no load CPUs given
-		{free, true, 1.8, recfile.BottleneckBroker, 0},
+		{free, true, 1.8, recfile.BottleneckNeither, 1}, // two CPUs: not full, and no load CPUs given
+		{free, true, 1.9, recfile.BottleneckBroker, 0},
 	} {
 		st := recfile.SweepStep{Saturated: c.sat, BrokerUtil: c.broker, LoadCPUsBusy: c.busy}
 		got, err := bottleneck(&st, c.o, 2)

@@ -143,6 +143,14 @@ func StepLine(st *recfile.SweepStep) string {
 	}
 	if st.Saturated {
 		s += " — SATURATED"
+		switch st.Bottleneck {
+		case recfile.BottleneckBroker:
+			s += " (the broker's CPU full)"
+		case recfile.BottleneckLoad:
+			s += fmt.Sprintf(" (the load's CPUs full, %.2f busy: not the broker)", st.LoadCPUsBusy)
+		case recfile.BottleneckNeither:
+			s += " (neither the broker's nor the load's CPUs full)"
+		}
 	}
 	return s
 }
