@@ -49,9 +49,10 @@ kernels: deps build cross
 	scripts/kernels.sh
 
 # The fuzz targets run a few seconds each and every benchmark runs once, so
-# that their assertions (nothing dropped, every marker found) run in CI too;
-# the test suite runs alone, so that its timing-sensitive tests meet a
-# machine that only runs them; the kernel matrix last.
+# that their assertions (nothing dropped, every marker found) run in CI too:
+# each package's after its tests, in the same binary (one link, one start
+# of its brokers), one package at a time, so that timing-sensitive tests
+# meet a machine that only runs them; the kernel matrix last.
 # Under sudo brokertrace writes as the user who ran it (README, Security);
 # the tests are root's, and set SUDO_UID themselves where they test that.
 ASROOT := env -u SUDO_UID -u SUDO_GID -u SUDO_USER
@@ -59,8 +60,7 @@ ASROOT := env -u SUDO_UID -u SUDO_GID -u SUDO_USER
 test: deps build check-generated cross
 	$(GO) vet ./...
 	$(ASROOT) GO=$(GO) scripts/fuzz.sh
-	$(ASROOT) $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 10m -p 1 ./...
-	$(ASROOT) $(GO) test -count=1 -timeout 30m -p 1 ./...
+	$(ASROOT) $(GO) test -count=1 -bench . -benchtime 1x -timeout 30m -p 1 ./...
 	$(ASROOT) scripts/kernels.sh
 
 # Benchmarks print each figure next to its floor measured in the same run;
