@@ -294,10 +294,12 @@ func sweepHTML(out *outdir.Dir, sw *recfile.Sweep, figs []*figure) error {
 }
 
 func sweepTable(sw *recfile.Sweep) htmlTable {
-	t := htmlTable{ID: "table-steps", Title: "Steps", Note: "Over each step's measured window. Broker CPU from its cgroup or schedstat (source column); switches per message out of the broker's threads | on its CPUs.",
+	t := htmlTable{ID: "table-steps", Title: "Steps", Note: "Over each step's measured window. Broker CPU from its cgroup or schedstat (source column); switches per message out of the broker's threads | on its CPUs. A saturated step names whose CPU was full: broker-cpu, load-cpu (the load generator's, so not the broker's capacity) or neither-cpu.",
 		Head: []string{"step", "pattern", "asked/s", "achieved/s", "status", "messages", "broker CPU", "source", "system CPU", "switches/msg", "p50", "p99", "pkts/msg in|out", "bytes/msg in|out", "missing", "markers lost", "dropped"}}
 	for _, st := range sw.Steps {
-		status := st.Status + sweepIf(st.Saturated, " (saturated)") + sweepIf(st.Phase != "", ", "+st.Phase) + sweepIf(st.Lossy(), ", LOSSY")
+		status := st.Status + sweepIf(st.Saturated && st.Bottleneck == "", " (saturated)") +
+			sweepIf(st.Bottleneck != "", fmt.Sprintf(" (saturated: %s, the load's CPUs %.2f busy)", st.Bottleneck, st.LoadCPUsBusy)) +
+			sweepIf(st.Phase != "", ", "+st.Phase) + sweepIf(st.Lossy(), ", LOSSY")
 		row := []string{st.Dir, st.Pattern, fmtNum(st.RateAsked, 0), "", status}
 		if st.Status == recfile.SweepDone {
 			row[3] = fmtNum(st.RateAchieved, 1)

@@ -124,3 +124,13 @@ func sweepDat(t *testing.T, dir, name string) [][]string {
 	}
 	return rows
 }
+
+// TestSweepTableBottleneck: a saturated step's status names whose CPU was
+// full and the load's CPUs' busy time.
+func TestSweepTableBottleneck(t *testing.T) {
+	sw := &recfile.Sweep{Steps: []recfile.SweepStep{{Dir: "s0", Pattern: "regular", RateAsked: 512000, Status: recfile.SweepDone,
+		RateAchieved: 265206, Saturated: true, BrokerUtil: 0.89, LoadCPUsBusy: 1.0002, Bottleneck: recfile.BottleneckLoad}}}
+	if got, want := sweepTable(sw).Rows[0][4], "done (saturated: load-cpu, the load's CPUs 1.00 busy)"; got != want {
+		t.Errorf("status %q, want %q", got, want)
+	}
+}
