@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/process"
 	"github.com/brokertrace/brokertrace/recfile"
@@ -25,15 +26,15 @@ const (
 // loadBusy fills LoadCPUsBusy: the load's CPUs' exact busy time in the
 // window, from cpu_cores.csv.
 func loadBusy(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in func(int64) bool) error {
-	cpus, err := cpuList(o.LoadCPUs)
-	if err != nil || len(cpus) == 0 {
+	cpus, n, err := cpuSet(o.LoadCPUs)
+	if err != nil || n == 0 {
 		return err
 	}
 	busy := map[int64]float64{} // CPU → busy ns
 	var dur float64
 	var last int64 = math.MinInt64
 	err = recfile.ScanTable(filepath.Join(dir, recfile.CPUCoresFile), func(r *recfile.CPUCoreRow) error {
-		if !midIn(in, r.TStart, r.TEnd) || !slices.Contains(cpus, int(r.CPU)) || math.IsNaN(r.BusyExact) {
+		if !midIn(in, r.TStart, r.TEnd) || !cpus.IsSet(int(r.CPU)) || math.IsNaN(r.BusyExact) {
 			return nil
 		}
 		d := float64(r.TEnd - r.TStart)
@@ -53,22 +54,17 @@ func loadBusy(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in func
 	return nil
 }
 
-// cpuList is the CPUs of a list like "1" or "0-2,5"; none for "".
-func cpuList(s string) ([]int, error) {
+// cpuSet is the CPUs of a list like "1" or "0-2,5", and how many; none
+// for "".
+func cpuSet(s string) (unix.CPUSet, int, error) {
 	if s == "" {
-		return nil, nil
+		return unix.CPUSet{}, 0, nil
 	}
 	set, err := process.ParseCPUList(s)
 	if err != nil {
-		return nil, fmt.Errorf("CPU list %q: %w", s, err)
+		return set, 0, fmt.Errorf("CPU list %q: %w", s, err)
 	}
-	var out []int
-	for c := range 1024 {
-		if set.IsSet(c) {
-			out = append(out, c)
-		}
-	}
-	return out, nil
+	return set, set.Count(), nil
 }
 
 // bottleneck says whose CPU held a saturated step back: the broker's when
@@ -80,17 +76,17 @@ func bottleneck(st *recfile.SweepStep, o recfile.SweepOptions, hostCPUs int) (st
 	if !st.Saturated {
 		return "", nil
 	}
-	broker, err := cpuList(o.BrokerCPUs)
+	_, broker, err := cpuSet(o.BrokerCPUs)
 	if err != nil {
 		return "", err
 	}
-	load, err := cpuList(o.LoadCPUs)
+	_, load, err := cpuSet(o.LoadCPUs)
 	if err != nil {
 		return "", err
 	}
 	cpus := float64(hostCPUs)
-	if len(broker) > 0 {
-		cpus = float64(len(broker))
+	if broker > 0 {
+		cpus = float64(broker)
 	}
 	full := brokerFull * cpus
 	if o.CPUQuota > 0 && o.CPUQuota < cpus {
@@ -99,7 +95,7 @@ func bottleneck(st *recfile.SweepStep, o recfile.SweepOptions, hostCPUs int) (st
 	switch {
 	case st.BrokerUtil >= full:
 		return recfile.BottleneckBroker, nil
-	case len(load) > 0 && st.LoadCPUsBusy >= loadFull*float64(len(load)):
+	case load > 0 && st.LoadCPUsBusy >= loadFull*float64(load):
 		return recfile.BottleneckLoad, nil
 	}
 	return recfile.BottleneckNeither, nil

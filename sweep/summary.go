@@ -53,9 +53,13 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	secs := float64(st.WindowEndNs-st.WindowStartNs) / 1e9
 	// messages.csv and e2e.csv, the two large files, read at once: the
 	// next step waits for this one's summary.
+	var meta recfile.Meta
+	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
+		return err
+	}
 	var g errgroup.Group
 	g.Go(func() error { return latency(dir, st, in) })
-	g.Go(func() error { return summarizeLoad(dir, st, o, in, secs) })
+	g.Go(func() error { return summarizeLoad(dir, st, o, &meta, in, secs) })
 	if err := g.Wait(); err != nil {
 		return err
 	}
@@ -67,10 +71,6 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	if err := loadBusy(dir, st, o, in); err != nil {
 		return err
 	}
-	var meta recfile.Meta
-	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
-		return err
-	}
 	st.Bottleneck, err = bottleneck(st, o, meta.Host.CPUs)
 	return err
 }
@@ -78,7 +78,7 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 // summarizeLoad fills what the load's files say: sent and received in
 // the window, the rate achieved, messages missing, and the recording's
 // losses and warnings.
-func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in func(int64) bool, secs float64) error {
+func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, meta *recfile.Meta, in func(int64) bool, secs float64) error {
 	err := recfile.ScanTable(filepath.Join(dir, recfile.E2EFile), func(r *recfile.E2ERow) error {
 		if in(r.TSend) {
 			st.Sent++
@@ -98,10 +98,6 @@ func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, in
 		return err
 	}
 	st.Missing = ld.Missing
-	var meta recfile.Meta
-	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
-		return err
-	}
 	if err := losses(dir, st); err != nil {
 		return err
 	}
