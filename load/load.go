@@ -140,8 +140,12 @@ type consumer struct {
 	duplicates atomic.Int64
 	unexpected atomic.Int64 // marked, but not an id of this run
 	unmarked   atomic.Int64 // no marker at the start of the body (json, random: at its end)
-	probed     atomic.Bool  // a probe message arrived (see awaitSubscribers)
-	stopped    atomic.Bool
+	// byOrder: payload "same" with no header for the marker; the k-th
+	// filler body to arrive is message k (next counts them).
+	byOrder bool
+	next    atomic.Uint64
+	probed  atomic.Bool // a probe message arrived (see awaitSubscribers)
+	stopped atomic.Bool
 }
 
 func (c *consumer) onMessage(body []byte) {
@@ -153,14 +157,20 @@ func (c *consumer) onMessage(body []byte) {
 	if !ok && c.markerLast && len(body) >= marker.Len {
 		id, ok = marker.Parse(body[len(body)-marker.Len:])
 	}
-	if !ok {
-		if bytes.HasPrefix(body, probePrefix) {
-			c.probed.Store(true)
-		} else {
-			c.unmarked.Add(1)
-		}
-		return
+	switch {
+	case ok:
+		c.take(id, now)
+	case bytes.HasPrefix(body, probePrefix):
+		c.probed.Store(true)
+	case c.byOrder && isFiller(body):
+		c.take(c.idBase+c.next.Add(1)-1, now)
+	default:
+		c.unmarked.Add(1)
 	}
+}
+
+// take records message id's arrival at now.
+func (c *consumer) take(id uint64, now int64) {
 	idx := id - c.idBase
 	if id < c.idBase || idx >= uint64(len(c.recv)) {
 		c.unexpected.Add(1)
@@ -321,10 +331,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer pdrv.Close()
-	if _, ok := pdrv.(headerPublisher); cfg.Payload == PayloadSame && !ok {
-		return nil, configErrorf("payload %q carries the marker in a message header: NATS, STOMP, AMQP and MQTT 5 (mqtt://…?version=5) only", PayloadSame)
-	}
+	_, hdr := pdrv.(headerPublisher)
+	byOrder := cfg.Payload == PayloadSame && !hdr
 	for k, s := range subs {
+		s.cons.byOrder = byOrder
 		if err := s.drv.Subscribe(s.cons.onMessage); err != nil {
 			return nil, s.wrap(k, err)
 		}
@@ -351,15 +361,16 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	res := &Result{
-		Config:      cfg,
-		Driver:      u.Scheme,
-		URL:         u.Redacted(),
-		StartNs:     p.start,
-		SendEndNs:   sendEnd,
-		EndNs:       drainEnd,
-		Planned:     p.planned,
-		Interrupted: p.interrupted,
-		Behind:      p.behind,
+		Config:       cfg,
+		Driver:       u.Scheme,
+		URL:          u.Redacted(),
+		StartNs:      p.start,
+		SendEndNs:    sendEnd,
+		EndNs:        drainEnd,
+		Planned:      p.planned,
+		Interrupted:  p.interrupted,
+		Behind:       p.behind,
+		NamedByOrder: byOrder,
 	}
 	res.collect(p, subs)
 	if runErr != nil {

@@ -563,3 +563,26 @@ func BenchmarkSendPath(b *testing.B) {
 		b.Fatalf("sent %d of %d: %v", p.sent, b.N, p.err)
 	}
 }
+
+// TestConsumerByOrder: with payload "same" and no header for the marker, a
+// consumer names filler bodies by their order of arrival; a probe is a
+// probe, any other body foreign, and more fillers than messages sent
+// unexpected.
+func TestConsumerByOrder(t *testing.T) {
+	c := &consumer{idBase: 100, recv: make([]int64, 3), byOrder: true}
+	for _, body := range []string{"....", "....", "xyz", string(probePrefix) + "1", "", "...."} {
+		c.onMessage([]byte(body))
+	}
+	got := []bool{c.recv[0] != 0, c.recv[1] != 0, c.recv[2] != 0}
+	if !slices.Equal(got, []bool{true, true, true}) || c.received.Load() != 3 || c.unmarked.Load() != 1 ||
+		!c.probed.Load() || c.unexpected.Load() != 1 {
+		t.Fatalf("received %v (%d), unmarked %d, probed %v, unexpected %d", got, c.received.Load(), c.unmarked.Load(),
+			c.probed.Load(), c.unexpected.Load())
+	}
+	// Without byOrder (a header carries the marker), a filler is foreign.
+	c = &consumer{idBase: 100, recv: make([]int64, 3)}
+	c.onMessage([]byte("...."))
+	if c.received.Load() != 0 || c.unmarked.Load() != 1 {
+		t.Fatalf("with markers in headers: received %d, unmarked %d", c.received.Load(), c.unmarked.Load())
+	}
+}

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"strconv"
 
 	"github.com/brokertrace/brokertrace/marker"
@@ -13,7 +14,10 @@ const (
 	PayloadJSON   = "json"   // a JSON event, new per message, the marker last
 	PayloadRandom = "random" // random bytes, new per message, the marker last
 	// PayloadSame: every body alike ('.' filler), the marker in a header
-	// (NATS, STOMP, AMQP): identical payloads, each message still named.
+	// (NATS, STOMP, AMQP, MQTT 5): identical payloads, each message still
+	// named. A protocol with no header for it (Redis, MQTT 3.1.1) sends no
+	// marker: each consumer names the messages by their order of arrival,
+	// as these brokers keep one publisher's order (Result.NamedByOrder).
 	PayloadSame = "same"
 )
 
@@ -71,10 +75,17 @@ func (p *producer) fillJSON(b []byte, id uint64) {
 }
 
 // publish sends the body filled last; payload "same" carries its marker in
-// a header.
+// a header, or — a protocol with no header for it (Redis, MQTT 3.1.1) — no
+// marker at all: its consumers name the messages by their order.
 func (p *producer) publish() error {
-	if p.cfg.Payload == PayloadSame {
-		return p.drv.(headerPublisher).PublishMarked(p.body[marker.Len:], p.body[:marker.Len])
+	if p.cfg.Payload != PayloadSame {
+		return p.drv.Publish(p.body)
 	}
-	return p.drv.Publish(p.body)
+	if h, ok := p.drv.(headerPublisher); ok {
+		return h.PublishMarked(p.body[marker.Len:], p.body[:marker.Len])
+	}
+	return p.drv.Publish(p.body[marker.Len:])
 }
+
+// isFiller says whether body is payload "same"'s: filler alone.
+func isFiller(body []byte) bool { return len(bytes.Trim(body, ".")) == 0 }

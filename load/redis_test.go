@@ -1,8 +1,10 @@
 package load
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/brokertrace/brokertrace/internal/testbroker"
 )
@@ -16,6 +18,24 @@ func TestRedisPubSub(t *testing.T) {
 	}
 	// No path: the subject is the channel.
 	runExact(t, "redis://"+r.Addr, "bt.redis.subject", false)
+	t.Run("same", func(t *testing.T) { runSameByOrder(t, r.URL("bt.redis.same")) })
+}
+
+// runSameByOrder runs payload "same" over a protocol with no header for
+// the marker, to two consumers: every message of the 5 000 sent arrives at
+// each, named by its order, and nothing is counted foreign.
+func runSameByOrder(t *testing.T, url string) {
+	t.Helper()
+	res, err := Run(context.Background(), Config{URL: url, SubURLs: []string{url, url}, Rate: 5000, Count: 5000,
+		Payload: PayloadSame, Drain: 5 * time.Second})
+	if err != nil || !res.NamedByOrder || !res.Summary.NamedByOrder {
+		t.Fatalf("payload same: %v, named by order %v", err, res.NamedByOrder)
+	}
+	for k, s := range res.Subscribers {
+		if s.Received != 5000 || s.Missing != 0 || s.Unmarked != 0 || s.Unexpected != 0 || s.Duplicates != 0 {
+			t.Fatalf("consumer %d: %+v", k, s)
+		}
+	}
 }
 
 func TestRedisAuth(t *testing.T) {

@@ -42,8 +42,13 @@ type Result struct {
 	Unmarked      int // messages on the subject without a marker at the start
 	ClientDropped int // messages the client library discarded before the handler (part of Missing)
 	Interrupted   bool
-	Behind        bool   // a timed run ended with the producer behind schedule
-	Error         string // why sending or draining ended early, if it did
+	Behind        bool // a timed run ended with the producer behind schedule
+	// NamedByOrder: payload "same" over a protocol with no header for the
+	// marker (Redis, MQTT 3.1.1): no message carried one, and each consumer
+	// named the ones it got by their order of arrival — exact while the
+	// broker keeps one publisher's order, as these do.
+	NamedByOrder bool
+	Error        string // why sending or draining ended early, if it did
 
 	Summary Summary
 }
@@ -162,6 +167,7 @@ func (r *Result) summarize() {
 		EndNs:         r.EndNs,
 		FirstID:       r.Config.IDBase,
 		IDFormat:      "decimal here and in e2e.csv; in message bodies BTID + 16 lowercase hex digits",
+		NamedByOrder:  r.NamedByOrder,
 		Planned:       r.Planned,
 		Sent:          r.Sent,
 		Received:      r.Received,

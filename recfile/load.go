@@ -100,6 +100,10 @@ type LoadSummary struct {
 	FirstID  uint64      `json:"first_id"`
 	LastID   uint64      `json:"last_id,omitempty"` // of the last message sent
 	IDFormat string      `json:"id_format"`
+	// NamedByOrder: payload "same" with no header for the marker (Redis,
+	// MQTT 3.1.1): the messages carried none, each consumer named them by
+	// their order of arrival.
+	NamedByOrder bool `json:"named_by_order,omitempty"`
 
 	Planned       int      `json:"planned"`
 	Sent          int      `json:"sent"`

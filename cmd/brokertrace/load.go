@@ -102,7 +102,7 @@ Broker URLs:
 	f.DurationVar(&c.Warmup, "warmup", 0, "mark messages intended in this first part of the run as warm-up (written, left out of the latency summary)")
 	f.DurationVar(&c.Drain, "drain", load.DefaultDrain, "after the last send, wait this long for outstanding messages")
 	f.IntVar(&c.Size, "size", load.DefaultSize, fmt.Sprintf("message body size in bytes, marker included (minimum %d)", marker.Len))
-	f.StringVar(&c.Payload, "payload", load.PayloadFixed, "message bodies: fixed (the marker, then filler: alike but for the id), json (a JSON event with timestamp and ids, new per message), random (random bytes, new per message) or same (filler only, every body alike, the marker in a header: NATS, STOMP, AMQP, MQTT 5); json and random end with the marker")
+	f.StringVar(&c.Payload, "payload", load.PayloadFixed, "message bodies: fixed (the marker, then filler: alike but for the id), json (a JSON event with timestamp and ids, new per message), random (random bytes, new per message) or same (filler only, every body alike, the marker in a header: NATS, STOMP, AMQP, MQTT 5; Redis and MQTT 3.1.1 have none: no marker, messages named by their order of arrival); json and random end with the marker")
 	f.StringVar(&c.Pattern, "pattern", load.PatternRegular, "pacing: regular (one message every 1/rate) or bursty (--burst messages every burst/rate)")
 	f.IntVar(&c.Burst, "burst", load.DefaultBurst, "messages per burst with --pattern bursty")
 	f.Uint64Var(&c.IDBase, "id-base", 0, "first message id (default: derived from the clock so runs do not collide)")
@@ -206,6 +206,9 @@ func printLoadSummary(w io.Writer, r *load.Result, dir string) {
 		fmt.Fprintf(w, " (%d dropped by the client library)", s.ClientDropped)
 	}
 	fmt.Fprintln(w)
+	if s.NamedByOrder {
+		fmt.Fprintln(w, "  payload same: no header carries the marker over this protocol; each consumer named the messages by their order of arrival (the broker keeps one publisher's order)")
+	}
 	if s.AskedRate > 0 {
 		fmt.Fprintf(w, "  rate asked %.1f msg/s, achieved %.1f msg/s (short by %.2f%%); %d late sends (> %v), max lateness %v\n",
 			s.AskedRate, s.AchievedRate, s.ShortfallPct, s.LateSends, time.Duration(s.LateAfterNs), time.Duration(s.MaxLatenessNs))

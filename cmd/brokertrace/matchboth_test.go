@@ -69,7 +69,7 @@ func TestMatchBoth(t *testing.T) {
 			// frame recording's.
 			var matched, other int
 			if c.a.Payload == load.PayloadSame {
-				matched, _, other, _ = sameRight(t, dirs["both"], dirs["frame"])
+				matched, other = sameRight(t, dirs["both"], dirs["frame"])
 			} else {
 				a := compareRecordings(t, dirs["both"], dirs["frame"])
 				matched, other = a.Matched, a.Extra
