@@ -18,10 +18,10 @@ import (
 // loop on CPU 0 and the load and another on CPU 1, brokertrace's threads
 // get almost no CPU. Without the watcher that lifts them while a ring
 // fills, a few seconds of it lose events (the check that the setup does
-// starve them); with it, a 30 s saturation loses none, every message sent
-// is matched, and meta.json counts the lifts. (Without the lift the rings
-// filled within the first 8 s; the soak, make soak, holds the rate for
-// an hour.)
+// starve them); with it, a 16 s saturation (twice the time in which the
+// rings filled without the lift) loses none, every message sent is
+// matched, and meta.json counts the lifts. (The soak, make soak, holds the
+// rate for an hour.)
 func TestBoostSaturation(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	testutil.RequireTools(t, "taskset")
@@ -34,7 +34,8 @@ func TestBoostSaturation(t *testing.T) {
 		t.Fatalf("without the lift the recording lost nothing (%+v): the CPUs were not busy enough to starve it", starved.Probe.Stats)
 	}
 	t.Logf("without the lift: %d events with %d markers lost in 8 s", starved.Probe.Stats.DroppedEvents, starved.Probe.Stats.DroppedMarkers)
-	m, sent := boostRun(t, srv, 30*time.Second)
+	const lifted = 16 * time.Second
+	m, sent := boostRun(t, srv, lifted)
 	b := m.Boost
 	if b == nil || b.Lifts == 0 || b.Error != "" || b.Priority != "idle" {
 		t.Fatalf("boost %+v: want lifts counted, no error", b)
@@ -52,7 +53,7 @@ func TestBoostSaturation(t *testing.T) {
 	}
 	// The truth is what the load generator sent and received: beside a
 	// busy loop it may end a few messages short of its schedule.
-	if sent.Sent < 30*100000*99/100 || sent.Received != sent.Sent {
+	if sent.Sent < int(lifted.Seconds())*100000*99/100 || sent.Received != sent.Sent {
 		t.Fatalf("load sent %d of %d planned, received %d: want ≥ 99%% sent, all received", sent.Sent, sent.Planned, sent.Received)
 	}
 	if c := m.Messages; c.Messages != uint64(sent.Sent) || c.Copies != uint64(sent.Received) {
