@@ -46,7 +46,10 @@ func TestCalibrateRefusesLossy(t *testing.T) {
 	writeSynthSweep(t, dir)
 	editSweep(t, dir, func(sw *recfile.Sweep) {
 		sw.Steps[3].MarkersLost, sw.Steps[3].DroppedEvents = 59790, 9704
+		sw.Steps[3].Losses = map[string]uint64{"probe.counters.dropped_markers": 59790, "probe.counters.dropped": 9700,
+			"sources.sockq.meta.counters.missed": 4}
 		sw.Steps[5].DroppedEvents = 3
+		sw.Steps[5].Losses = map[string]uint64{"sources.sched.meta.probe.missed": 3}
 	})
 	refused(t, dir, Options{}, "step 3 (regular 6000 msg/s: 59790 markers lost, 9704 events dropped)",
 		"step 5 (regular 10000 msg/s: 0 markers lost, 3 events dropped)", "--allow-lossy")
@@ -57,6 +60,31 @@ func TestCalibrateRefusesLossy(t *testing.T) {
 	if n := countWarnings(cal, "--allow-lossy: step "); n != 2 {
 		t.Errorf("%d --allow-lossy warnings, want 2: %q", n, cal.Warnings)
 	}
+}
+
+// TestCalibrateTakesArrivalLosses: a step whose only losses are the
+// socket-queue source's (runs the kernel's recursion guard skipped) is
+// used, with a warning naming it; one more loss anywhere else refuses it.
+func TestCalibrateTakesArrivalLosses(t *testing.T) {
+	dir := t.TempDir()
+	writeSynthSweep(t, dir)
+	editSweep(t, dir, func(sw *recfile.Sweep) {
+		sw.Steps[4].DroppedEvents = 3
+		sw.Steps[4].Losses = map[string]uint64{"sources.sockq.meta.counters.missed": 2, "sources.sockq.meta.counters.dropped": 1}
+	})
+	cal, err := Run(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := countWarnings(cal, "step 4 (regular 8000 msg/s): the socket-queue source lost 3 events or runs"); n != 1 {
+		t.Errorf("warnings %q: want one for step 4's socket-queue losses", cal.Warnings)
+	}
+	must(t, os.Remove(filepath.Join(dir, recfile.CalibrationFile)))
+	editSweep(t, dir, func(sw *recfile.Sweep) {
+		sw.Steps[4].DroppedEvents = 4
+		sw.Steps[4].Losses["sources.capture.meta.drops"] = 1
+	})
+	refused(t, dir, Options{}, "step 4 (regular 8000 msg/s: 0 markers lost, 4 events dropped)", "--allow-lossy")
 }
 
 // TestCalibrateRefusesUnsaturated: a sweep none of whose steps

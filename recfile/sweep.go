@@ -1,5 +1,7 @@
 package recfile
 
+import "strings"
+
 // SweepFile describes a sweep: what it was asked, and per step where its
 // recording is and what was measured there. It is written after every step,
 // so an interrupted sweep can be resumed from it.
@@ -70,6 +72,26 @@ type SweepKnee struct {
 
 // Lossy says whether the step's recording lost markers or events.
 func (s *SweepStep) Lossy() bool { return s.MarkersLost > 0 || s.DroppedEvents > 0 }
+
+// ArrivalLossesOnly says whether every loss of a lossy step is the
+// socket-queue source's (Losses under "sources.sockq."), and sums them.
+// That source gives the calibration only t_arrive_ns, to tell a pause from
+// a gap in the load; the messages of a chunk it missed get the next
+// chunk's time on their connection (or none, counted). So its losses cost
+// the pause check of a few messages, not a measurement: calibrate uses
+// such a step, with a warning. (The kernel's recursion
+// guard skips a run of its program now and then at saturation: 1–13 runs
+// a sweep on nats-server, ActiveMQ and RabbitMQ here.)
+func (s *SweepStep) ArrivalLossesOnly() (uint64, bool) {
+	var n uint64
+	for path, k := range s.Losses {
+		if !strings.HasPrefix(path, "sources.sockq.") {
+			return 0, false
+		}
+		n += k
+	}
+	return n, n > 0 && n == s.DroppedEvents && s.MarkersLost == 0
+}
 
 // Bottlenecks of a saturated SweepStep.
 const (

@@ -238,14 +238,22 @@ func sweepEnd(cmd *cobra.Command, sw *recfile.Sweep) {
 	if sw.Knee != nil {
 		fmt.Fprintf(w, "brokertrace: knee: %s\n", sw.Knee.Note)
 	}
-	var lossy []string
+	var lossy, arrival []string
 	for _, st := range sw.Steps {
-		if st.Status == recfile.SweepDone && st.Lossy() {
+		if st.Status != recfile.SweepDone || !st.Lossy() {
+			continue
+		}
+		if n, ok := st.ArrivalLossesOnly(); ok {
+			arrival = append(arrival, fmt.Sprintf("%d (%d)", st.Index, n))
+		} else {
 			lossy = append(lossy, fmt.Sprintf("%d (%d markers lost, %d events dropped)", st.Index, st.MarkersLost, st.DroppedEvents))
 		}
 	}
 	if len(lossy) > 0 {
 		fmt.Fprintf(w, "brokertrace: sweep: the recordings of steps %s lost events: calibrate refuses them unless told (--allow-lossy)\n", strings.Join(lossy, ", "))
+	}
+	if len(arrival) > 0 {
+		fmt.Fprintf(w, "brokertrace: sweep: the socket-queue source of steps %s lost events or runs, nothing else (the messages of as many chunks have the next chunk's arrival time): calibrate uses these steps, with a warning\n", strings.Join(arrival, ", "))
 	}
 }
 
