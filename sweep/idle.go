@@ -99,8 +99,8 @@ func (s *sweeper) measureIdle(ctx context.Context, st *recfile.SweepStep) error 
 // summarizeIdle fills the idle step's figures from its files: the
 // recording's span less idleEdge at each end.
 func summarizeIdle(dir string, st *recfile.SweepStep) error {
-	var meta recfile.Meta
-	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
+	meta, ml, err := readMeta(dir)
+	if err != nil {
 		return err
 	}
 	st.WindowStartNs, st.WindowEndNs = meta.StartNs+idleEdge, meta.EndNs-idleEdge
@@ -108,9 +108,7 @@ func summarizeIdle(dir string, st *recfile.SweepStep) error {
 		return fmt.Errorf("the idle recording lasted %v: too short for a window", time.Duration(meta.EndNs-meta.StartNs))
 	}
 	in := func(t int64) bool { return t >= st.WindowStartNs && t < st.WindowEndNs }
-	if err := losses(dir, st); err != nil {
-		return err
-	}
+	losses(&ml, st)
 	st.Warnings = append(st.Warnings, meta.Warnings...)
 	if err := cpu(dir, st, in); err != nil {
 		return err

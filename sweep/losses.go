@@ -1,8 +1,10 @@
 package sweep
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -66,12 +68,23 @@ func (m *metaLosses) counters() []loss {
 	return ls
 }
 
-// losses fills the step's loss counters from its meta.json.
-func losses(dir string, st *recfile.SweepStep) error {
+// readMeta reads a step's meta.json once, as the recording's meta data and
+// as its loss counters.
+func readMeta(dir string) (recfile.Meta, metaLosses, error) {
+	var meta recfile.Meta
 	var m metaLosses
-	if err := recfile.ReadJSON(dir, recfile.MetaFile, &m); err != nil {
-		return err
+	data, err := recfile.ReadFile(filepath.Join(dir, recfile.MetaFile))
+	if err == nil {
+		err = json.Unmarshal(data, &meta)
 	}
+	if err == nil {
+		err = json.Unmarshal(data, &m)
+	}
+	return meta, m, err
+}
+
+// losses fills the step's loss counters from its meta.json's.
+func losses(m *metaLosses, st *recfile.SweepStep) {
 	st.Losses, st.MarkersLost, st.DroppedEvents = nil, 0, 0
 	for _, l := range m.counters() {
 		if l.n == 0 {
@@ -87,7 +100,6 @@ func losses(dir string, st *recfile.SweepStep) error {
 			st.DroppedEvents += l.n
 		}
 	}
-	return nil
 }
 
 // LossLine says what a step's recording lost, "" when nothing: the

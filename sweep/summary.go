@@ -53,10 +53,11 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	secs := float64(st.WindowEndNs-st.WindowStartNs) / 1e9
 	// messages.csv and e2e.csv, the two large files, read at once: the
 	// next step waits for this one's summary.
-	var meta recfile.Meta
-	if err := recfile.ReadJSON(dir, recfile.MetaFile, &meta); err != nil {
+	meta, ml, err := readMeta(dir)
+	if err != nil {
 		return err
 	}
+	losses(&ml, st)
 	var g errgroup.Group
 	g.Go(func() error { return latency(dir, st, in) })
 	g.Go(func() error { return summarizeLoad(dir, st, o, &meta, in, secs) })
@@ -77,7 +78,7 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 
 // summarizeLoad fills what the load's files say: sent and received in
 // the window, the rate achieved, messages missing, and the recording's
-// losses and warnings.
+// warnings.
 func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, meta *recfile.Meta, in func(int64) bool, secs float64) error {
 	err := recfile.ScanTable(filepath.Join(dir, recfile.E2EFile), func(r *recfile.E2ERow) error {
 		if in(r.TSend) {
@@ -98,9 +99,6 @@ func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, me
 		return err
 	}
 	st.Missing = ld.Missing
-	if err := losses(dir, st); err != nil {
-		return err
-	}
 	st.Warnings = append(st.Warnings, meta.Warnings...)
 	if ld.Error != "" {
 		st.Warnings = append(st.Warnings, "load: "+ld.Error)
