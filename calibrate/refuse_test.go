@@ -85,6 +85,10 @@ func TestCalibrateTakesArrivalLosses(t *testing.T) {
 		sw.Steps[4].Losses["sources.capture.meta.drops"] = 1
 	})
 	refused(t, dir, Options{}, "step 4 (regular 8000 msg/s: 0 markers lost, 4 events dropped)", "--allow-lossy")
+	// A lossy step that does not list its counters says nothing of
+	// where it lost: refused.
+	editSweep(t, dir, func(sw *recfile.Sweep) { sw.Steps[4].Losses = nil })
+	refused(t, dir, Options{}, "step 4 (regular 8000 msg/s: 0 markers lost, 4 events dropped)", "--allow-lossy")
 }
 
 // TestCalibrateRefusesUnsaturated: a sweep none of whose steps
