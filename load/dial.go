@@ -189,5 +189,7 @@ amqp://[USER:PASS@]HOST[:5672][/VHOST][?ack=auto|manual&prefetch=N&confirm=0|1&e
                                                      AMQP 0-9-1; queue = subject (an existing one as it is, else
                                                      declared auto-delete); confirm=1: publisher confirms;
                                                      exchange: routing key = subject, a queue per consumer (fan-out)
-redis://[[USER]:PASS@]HOST[:6379][/CHANNEL]          Redis pub/sub; default channel = subject
+redis://[[USER]:PASS@]HOST[:6379][/CHANNEL][?pipeline=N]
+                                                     Redis pub/sub; default channel = subject; pipeline: N PUBLISH
+                                                     sent at once, then their N replies awaited (redis-benchmark -P)
 tcp://HOST:PORT[?framing=len|line]                   raw TCP to a relay that forwards every frame to its other connections`

@@ -2,6 +2,7 @@ package load
 
 import (
 	"math"
+	"runtime"
 
 	"golang.org/x/sys/unix"
 
@@ -68,6 +69,13 @@ func sleepUntil(t int64, done <-chan struct{}) bool {
 			return false
 		default:
 		}
+		// Yield first: through clock_nanosleep, a system call, this thread
+		// keeps its P until the runtime's monitor takes it back (up to
+		// 10 ms later), and a goroutine the network poller readied onto
+		// that P (the consumer, woken by the copies of what was just sent)
+		// would wait there the whole sleep. Measured on Redis at 1000
+		// msg/s: e2e p99 4.3 ms without the yield, 0.46 ms with it.
+		runtime.Gosched()
 		wake := t
 		if wake-now > sleepChunk {
 			wake = now + sleepChunk

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -16,16 +18,22 @@ import (
 
 // redisDriver is a Redis pub/sub connection through go-redis.
 //
-// URL: redis://[[user]:password@]host[:port][/CHANNEL]. The channel is the
-// URL path, or the run's subject without one (unlike go-redis's own URLs the
-// path is not a database number: pub/sub ignores databases). The producer
-// sends PUBLISH and waits for its reply before the next message, as
-// go-redis does (a request/response client): at rates near one message per
-// round trip the producer falls behind and the run reports it as lateness.
+// URL: redis://[[user]:password@]host[:port][/CHANNEL][?pipeline=N]. The
+// channel is the URL path, or the run's subject without one (unlike
+// go-redis's own URLs the path is not a database number: pub/sub ignores
+// databases). The producer sends PUBLISH and waits for its reply before the
+// next message, as go-redis does (a request/response client): at rates near
+// one message per round trip the producer falls behind and the run reports
+// it as lateness. With pipeline=N it sends N at once and then waits for
+// their N replies, as redis-benchmark -P N does: N messages are in flight
+// together, and a message waits in the client until its batch is full (or
+// the run's end flushes it), which a paced run reports as the latency it is.
 // Redis keeps no pub/sub message for a subscriber that is not connected.
 type redisDriver struct {
 	cl      *redis.Client
 	ps      *redis.PubSub
+	pipe    redis.Pipeliner // nil without pipeline=N (N > 1)
+	depth   int
 	channel string
 	role    string
 	host    string
@@ -42,9 +50,21 @@ const redisCommandTimeout = 10 * time.Second
 
 var redisNames = protocolNames{proto: "Redis", broker: "Redis", server: "redis-server", listener: "a Redis listener"}
 
+// redisMaxPipeline bounds pipeline=N: Redis reads a client's commands
+// 16 KiB at a time, and a batch far beyond what it takes in one read
+// measures the client's buffer, not the broker.
+const redisMaxPipeline = 1024
+
 func dialRedis(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error) {
-	if _, err := urlOptions(u); err != nil {
+	q, err := urlOptions(u, "pipeline")
+	if err != nil {
 		return nil, err
+	}
+	depth := 1
+	if s := q.Get("pipeline"); s != "" {
+		if depth, err = strconv.Atoi(s); err != nil || depth < 1 || depth > redisMaxPipeline {
+			return nil, configErrorf("broker URL %s: pipeline=%q is invalid: give 1..%d commands in flight", u.Redacted(), s, redisMaxPipeline)
+		}
 	}
 	channel := destination(u, opts.Subject)
 	if channel == "" {
@@ -74,12 +94,14 @@ func dialRedis(ctx context.Context, u *url.URL, opts DialOptions) (Driver, error
 			return dialer.dial(network, a)
 		},
 	})
-	d := &redisDriver{cl: cl, channel: channel, role: opts.Role, host: addr}
+	d := &redisDriver{cl: cl, channel: channel, role: opts.Role, host: addr, depth: depth}
+	if depth > 1 {
+		d.pipe = cl.Pipeline()
+	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	// Connect (and authenticate) now: go-redis connects lazily. The
 	// consumer's subscription has a connection of its own, so it is opened
 	// here instead of a pool connection it would never use.
-	var err error
 	if opts.Role == "consumer" {
 		d.ps = cl.Subscribe(d.ctx)
 		err = d.ps.Ping(ctx)
@@ -97,17 +119,37 @@ func (d *redisDriver) Err() error { return d.errs.get() }
 
 // Publish returns once Redis answered: go-redis writes the command and reads
 // the reply, so body is not kept. go-redis allocates its command per call.
+// Pipelined, it keeps a copy of body in the batch, and the batch's last
+// message sends them all and waits for their replies.
 func (d *redisDriver) Publish(body []byte) error {
 	if err := d.errs.get(); err != nil {
 		return err
 	}
-	if err := d.cl.Publish(d.ctx, d.channel, body).Err(); err != nil {
-		if errors.Is(err, redis.ErrClosed) || isConnErr(err) {
-			return fmt.Errorf("Redis %s connection to %s lost: %v", d.role, d.host, err)
-		}
-		return fmt.Errorf("Redis PUBLISH to %q at %s: %w", d.channel, d.host, err)
+	if d.pipe == nil {
+		return d.publishErr(d.cl.Publish(d.ctx, d.channel, body).Err())
 	}
-	return nil
+	d.pipe.Publish(d.ctx, d.channel, slices.Clone(body))
+	if d.pipe.Len() < d.depth {
+		return nil
+	}
+	return d.exec()
+}
+
+// exec sends the pipeline's batch and waits for its replies; the first
+// failed command is the error.
+func (d *redisDriver) exec() error {
+	_, err := d.pipe.Exec(d.ctx)
+	return d.publishErr(err)
+}
+
+func (d *redisDriver) publishErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, redis.ErrClosed) || isConnErr(err) {
+		return fmt.Errorf("Redis %s connection to %s lost: %v", d.role, d.host, err)
+	}
+	return fmt.Errorf("Redis PUBLISH to %q at %s: %w", d.channel, d.host, err)
 }
 
 func isConnErr(err error) bool {
@@ -161,8 +203,17 @@ func stringBytes(s string) []byte {
 	return unsafe.Slice(unsafe.StringData(s), len(s))
 }
 
-// Flush has nothing to wait for: every PUBLISH already had its reply.
-func (d *redisDriver) Flush(context.Context) error { return d.errs.get() }
+// Flush sends a pipeline's last, partial batch and waits for its replies;
+// without one every PUBLISH already had its reply.
+func (d *redisDriver) Flush(context.Context) error {
+	if err := d.errs.get(); err != nil {
+		return err
+	}
+	if d.pipe != nil && d.pipe.Len() > 0 {
+		return d.exec()
+	}
+	return nil
+}
 
 // Dropped is 0: the receive loop takes every message go-redis reads.
 // Messages Redis itself discards (a subscriber over its output buffer limit

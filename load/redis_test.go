@@ -19,6 +19,14 @@ func TestRedisPubSub(t *testing.T) {
 	// No path: the subject is the channel.
 	runExact(t, "redis://"+r.Addr, "bt.redis.subject", false)
 	t.Run("same", func(t *testing.T) { runSameByOrder(t, r.URL("bt.redis.same")) })
+	// Pipelined in batches of 7: 400 messages end in a batch of one, which
+	// only the run's flush sends.
+	for _, bursty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("pipeline/bursty=%v", bursty), func(t *testing.T) {
+			runExact(t, r.URL(fmt.Sprintf("bt.redis.pipe.%v", bursty))+"?pipeline=7", "", bursty)
+		})
+	}
+	t.Run("pipeline/same", func(t *testing.T) { runSameByOrder(t, r.URL("bt.redis.pipe.same")+"?pipeline=16") })
 }
 
 // runSameByOrder runs payload "same" over a protocol with no header for

@@ -205,6 +205,9 @@ func agreementCases(t *testing.T) []agreementCase {
 		{redis("bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadJSON, Sent: 60000}},
 		{redis("bt.frame.20k3"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadRandom, Sent: 40000}},
 		{redis("bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadRandom, Sent: 50000}},
+		// 16 PUBLISH per write, as redis-benchmark -P 16: many frames
+		// in every read of the broker's.
+		{redisPipelined(rd, "bt.frame.pipe"), agreement{Rate: 0, Fanout: 3, Payload: load.PayloadJSON, Sent: 50000}},
 	}...)
 	// RabbitMQ's AMQP port is no well-known one either. A queue has one
 	// consumer per message; through an exchange each consumer binds a
@@ -262,6 +265,16 @@ type broker struct {
 	// an identical payload (MQTT 3.1.1, Redis): the broker's order is the
 	// only truth of which message a copy is.
 	orderOnly bool
+	// pipelined: the load puts several messages in flight together, so
+	// identical ones must meet in the parser (ambiguous copies).
+	pipelined bool
+}
+
+// redisPipelined is redis-server under a load that sends 16 PUBLISH at
+// once and then waits for their replies (pipeline=16): 16 messages in
+// flight together, the only way identical ones can be on Redis.
+func redisPipelined(rd *testbroker.Redis, channel string) broker {
+	return broker{name: "redis-server-pipelined (16 at once)", url: rd.URL(channel) + "?pipeline=16", pid: rd.PID(), pipelined: true}
 }
 
 func natsBroker(srv *testbroker.NATS, c agreement) broker {
@@ -368,6 +381,8 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 		{redis("bt.same"), agreement{Rate: 1000, Fanout: 1, Payload: same, Sent: 3000}},
 		{redis("bt.same.3"), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
 		{redis("bt.same.max"), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
+		{orderOnly(redisPipelined(rd, "bt.same.pipe.3")), agreement{Rate: 20000, Fanout: 3, Payload: same, Sent: 40000}},
+		{orderOnly(redisPipelined(rd, "bt.same.pipe")), agreement{Rate: 0, Fanout: 1, Payload: same, Sent: 50000}},
 	} {
 		if os.Getenv("BT_AGREEMENT_OUT") == "" {
 			// make test runs the rates with far more identical payloads
@@ -383,6 +398,11 @@ func TestFrameIdenticalPayloads(t *testing.T) {
 			sameOnce(t, c)
 		})
 	}
+}
+
+func orderOnly(b broker) broker {
+	b.orderOnly = true
+	return b
 }
 
 // sameOnce is a row of TestFrameIdenticalPayloads: every copy matched by
@@ -410,6 +430,9 @@ func sameOnce(t *testing.T, c agreementCase) {
 	// until each consumer has had one.
 	if frameRows != want+other || other < c.Fanout || other > 20*c.Fanout || byOrder != want || right != want && right != -1 {
 		t.Fatalf("%d frame rows (want %d copies and %d probes), %d right by the marker, %d by the order", frameRows, want, other, right, byOrder)
+	}
+	if c.b.pipelined && meta.Messages.Ambiguous == 0 {
+		t.Fatalf("pipelined, yet no copy was ambiguous: no two identical messages were in flight together")
 	}
 }
 
