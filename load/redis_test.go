@@ -3,6 +3,7 @@ package load
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,4 +57,32 @@ func TestRedisAuth(t *testing.T) {
 func TestRedisKilledMidRun(t *testing.T) {
 	r := testbroker.StartRedis(t)
 	killMidRun(t, r.URL("bt.kill"), "", r.Kill)
+}
+
+// TestRedisPipelineDelivers: a pipelined batch reaches the consumer as soon
+// as Redis writes it, not when the producer next blocks. The producer
+// sleeps in clock_nanosleep between batches holding its P; without its
+// yield before sleeping, the consumer woken by a batch waited on that P
+// until the next batch, in 93 of 249 batches (measured without the yield; 0 with it).
+func TestRedisPipelineDelivers(t *testing.T) {
+	r := testbroker.StartRedis(t)
+	const n, depth = 2000, 8
+	res, err := Run(context.Background(), Config{URL: r.URL("bt.redis.pipe.late") + fmt.Sprintf("?pipeline=%d", depth),
+		Rate: 1000, Count: n, Drain: 5 * time.Second})
+	if err != nil || res.Received != n {
+		t.Fatalf("run: %v, %d of %d received", err, res.Received, n)
+	}
+	late := 0
+	for b := 0; b+2*depth <= n; b += depth {
+		// The batch went out with its last message's send; the next batch
+		// with its own last.
+		next := res.Send[b+2*depth-1]
+		if slices.ContainsFunc(res.Recv[b:b+depth], func(t int64) bool { return t > next }) {
+			late++
+		}
+	}
+	t.Logf("%d of %d batches received after the next batch was sent", late, n/depth-1)
+	if late > n/depth/10 {
+		t.Fatalf("%d of %d batches reached the consumer only after the next batch was sent", late, n/depth-1)
+	}
 }
