@@ -49,6 +49,10 @@ func (s schedule) offset(i uint64) int64 {
 // at very low rates.
 const sleepChunk = 10_000_000 // 10ms
 
+// yieldMinNs is the shortest sleep that yields its P first (sleepUntil):
+// five times what the yield costs on a 2-CPU VM.
+const yieldMinNs = 100_000
+
 // sleepUntil blocks until CLOCK_MONOTONIC reaches t (ns) or done is closed,
 // and reports whether t was reached.
 //
@@ -74,8 +78,13 @@ func sleepUntil(t int64, done <-chan struct{}) bool {
 		// 10 ms later), and a goroutine the network poller readied onto
 		// that P (the consumer, woken by the copies of what was just sent)
 		// would wait there the whole sleep. Measured on Redis at 1000
-		// msg/s: e2e p99 4.3 ms without the yield, 0.46 ms with it.
-		runtime.Gosched()
+		// msg/s: e2e p99 4.3 ms without the yield, 0.46 ms with it. A
+		// yield from a locked thread hands its P to another thread and
+		// back (20 µs here), so only a long sleep pays it: a short one
+		// would end late and bunch a regular pattern's sends.
+		if t-now > yieldMinNs {
+			runtime.Gosched()
+		}
 		wake := t
 		if wake-now > sleepChunk {
 			wake = now + sleepChunk
