@@ -152,13 +152,14 @@ func TestQuickRun(t *testing.T) {
 	checkTimeslice(t, p, share >= 0.45)
 }
 
-// perfBench runs perf bench sched pipe pinned to cpu and returns its CPU
+// perfBench runs perf bench sched pipe between threads (-T, as the
+// experiment's) pinned to cpu and returns its CPU
 // time (user + system of its processes, from wait4) per round trip / 2,
 // in ns: on a CPU shared with other work, wall time would count their
 // slices too.
 func perfBench(t *testing.T, cpu int) float64 {
 	const loops = 50000
-	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "perf", "bench", "sched", "pipe", "-l", strconv.Itoa(loops))
+	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "perf", "bench", "sched", "pipe", "-T", "-l", strconv.Itoa(loops))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "usecs/op") {
 		t.Fatalf("perf bench: %v: %s", err, out)
