@@ -98,15 +98,17 @@ func TestSourceNATS(t *testing.T) {
 		// a stint whose charge began before its switch-in (a wake-up
 		// onto an idle CPU, on a VM a vCPU the host must wake first)
 		// ran at t_in, and the clocks count that early part where the
-		// stint ends. Rare; a bound below.
+		// stint ends. Rare; a bound below: 0.5% of the rows (1 in 4 000
+		// on one VM; 6 and 7 in 4 000 on a VM whose idle vCPUs wake
+		// slower, "Oxide Virtual Turin-like", in 2 runs of 3).
 		if on > lat*int64(m.Threads) {
 			over++
 			t.Logf("row %v: oncpu %d > latency %d × %d threads", r, on, lat, m.Threads)
 		}
 		sumSw += sw
 	}
-	if over > n/1000 {
-		t.Errorf("%d rows with more on-CPU time than latency × threads, want at most %d", over, n/1000)
+	if over > n/200 {
+		t.Errorf("%d rows with more on-CPU time than latency × threads, want at most %d", over, n/200)
 	}
 	if m.PerMessage != "kernel-clocks" {
 		t.Fatalf("per-message figures from %q, want the kernel's clocks", m.PerMessage)
