@@ -279,9 +279,11 @@ func TestWakeCostKnown(t *testing.T) {
 	for _, d := range []float64{d0, d1} {
 		// The relay's read and write calls, traced, cost it 3–6 µs a line
 		// beside what it burns, with or without the spin (three runs
-		// each): the bound leaves 9 µs over the worst.
-		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+15 {
-			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 15 µs of read and write calls", d/1e3, perMsg, perMsg)
+		// each); on a VM with page-table isolation and no PCID (every
+		// system call flushes the TLB) 5–10, and 16 once in a full
+		// make test. The bound leaves 4 µs over that.
+		if d/1e3 < 0.9*perMsg || d/1e3 > perMsg+20 {
+			t.Errorf("cost per message %.1f µs with %d µs burnt per line: want %d µs plus at most 20 µs of read and write calls", d/1e3, perMsg, perMsg)
 		}
 	}
 	// Both relays make the same calls per line: the spin must not move
