@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
 
 	"github.com/brokertrace/brokertrace/internal/testutil"
@@ -137,20 +136,14 @@ func (e *echoTarget) echoSwitches(t *testing.T) (outs, ins uint64) {
 	return p.vol + p.invol, p.pcount
 }
 
-// kernelSwitches is every context switch the kernel has made, per
-// /proc/stat's ctxt (the sum of the run queues' nr_switches, counted where
-// the switch tracepoint fires).
-func kernelSwitches(t *testing.T) uint64 {
+// ctxt is every context switch the kernel has made (kernelSwitches).
+func ctxt(t *testing.T) uint64 {
 	t.Helper()
-	st, err := procfs.NewDefaultFS()
-	if err == nil {
-		var s procfs.Stat
-		if s, err = st.Stat(); err == nil {
-			return s.ContextSwitches
-		}
+	n, err := kernelSwitches()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal(err)
-	return 0
+	return n
 }
 
 // probeSwitches is every context switch the switch program ran for.
@@ -199,7 +192,7 @@ func TestMapFullLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitBlocked(t, e.pid, 3)
-	ctxt0 := kernelSwitches(t)
+	ctxt0 := ctxt(t)
 	full0, missed0 := mapFull(t, tr)
 	seen0 := probeSwitches(t, tr)
 	outs0, ins0 := e.echoSwitches(t)
@@ -207,7 +200,7 @@ func TestMapFullLoss(t *testing.T) {
 	outs1, ins1 := e.echoSwitches(t)
 	seen1 := probeSwitches(t, tr)
 	full1, missed1 := mapFull(t, tr)
-	unseen := max(0, int64(kernelSwitches(t)-ctxt0)-int64(seen1-seen0))
+	unseen := max(0, int64(ctxt(t)-ctxt0)-int64(seen1-seen0))
 	full, missed := full1-full0, missed1-missed0
 	want := k + (outs1 - outs0) + (ins1 - ins0)
 	t.Logf("map full %d times over %d echoes; E switched out %d and in %d times; %d runs skipped; at most %d switches unseen",

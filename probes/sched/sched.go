@@ -26,6 +26,7 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/prometheus/procfs"
 
 	"github.com/brokertrace/brokertrace/events"
 	"github.com/brokertrace/brokertrace/monotime"
@@ -225,6 +226,33 @@ type Snapshot struct {
 	End     int64               `json:"end_ns"`
 	Threads map[int]ThreadStats `json:"threads"`
 	CPUs    []CPUStats          `json:"cpus"`
+	// Kernel is every context switch the kernel has made, machine-wide
+	// (/proc/stat's ctxt: the run queues' nr_switches, counted where the
+	// switch tracepoint fires), read just after CPUs: the truth the
+	// per-CPU Switches fall short of when the program was not run.
+	Kernel uint64 `json:"kernel_switches"`
+}
+
+// unseen is how many switches the kernel made between a and b that the
+// switch program was never run for, with no miss counted: the kernel's
+// count less the program's, both read the same way in each snapshot (a
+// few µs apart, so a few either way are the reading's).
+func unseen(a, b Snapshot) int64 {
+	var seen uint64
+	for i := range min(len(a.CPUs), len(b.CPUs)) {
+		seen += b.CPUs[i].Switches - a.CPUs[i].Switches
+	}
+	return int64(b.Kernel-a.Kernel) - int64(seen)
+}
+
+// kernelSwitches reads /proc/stat's ctxt.
+func kernelSwitches() (uint64, error) {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return 0, err
+	}
+	st, err := fs.Stat()
+	return st.ContextSwitches, err
 }
 
 // Stats are the probe's health counters.
@@ -511,6 +539,9 @@ func (t *Tracer) Snapshot() (Snapshot, error) {
 	}
 	if s.CPUs, err = t.CPUStats(); err != nil {
 		return Snapshot{}, err
+	}
+	if s.Kernel, err = kernelSwitches(); err != nil {
+		return Snapshot{}, fmt.Errorf("sched: reading the kernel's switch count: %w", err)
 	}
 	s.End = monotime.Now()
 	return s, nil

@@ -289,7 +289,15 @@ type Meta struct {
 	SwitchesVoluntary   uint64 `json:"switches_voluntary"`
 	SwitchesInvoluntary uint64 `json:"switches_involuntary"`
 	SwitchesCPUs        uint64 `json:"switches_allowed_cpus"`
-	Threads             int    `json:"threads"`
+	// SwitchesUnseen are the switches the kernel made, machine-wide, that
+	// the switch program was not run for, without a miss counted
+	// (Stats.Missed): /proc/stat's ctxt less the program's count over the
+	// recording, give or take the few made while the two were read. On
+	// the development VM about one a second. SwitchesCPUs may be short by
+	// as many; a target thread's counts are not (they are the kernel's),
+	// only the times of such a switch.
+	SwitchesUnseen int64 `json:"switches_unseen"`
+	Threads        int   `json:"threads"`
 	// PerMessage says where messages' ctxsw and oncpu_ns come from:
 	// "kernel-clocks", stamped into the socket probe's events, or
 	// "switch-stream"; SwitchStreamFor why the stream was on, if it was.
@@ -351,6 +359,7 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 		meta.EventsDropped += c.Dropped
 	}
 	meta.SwitchesCPUs = s.cpuSwitches(first, last)
+	meta.SwitchesUnseen = unseen(first, last)
 	s.tl.seal(math.MaxInt64)
 	meta.LateEvents = s.tl.late
 	meta.StintsLate, meta.StintsLateNs = s.tl.lateStints, s.tl.lateNs
@@ -385,6 +394,9 @@ func (s *Source) Finish(tl *source.Timeline) (source.Result, error) {
 	}
 	if meta.GCStintsDropped > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d on-CPU stints of JVM GC/VM threads were left out of %s (its bound of %d, or too many threads not yet named): pauses after them cannot be told GC from stalls", meta.GCStintsDropped, GCStintsFile, maxGCStints))
+	}
+	if total := int64(last.Kernel - first.Kernel); meta.SwitchesUnseen*1000 > total {
+		res.Warnings = append(res.Warnings, fmt.Sprintf("the switch program was not run for %d of the kernel's %d context switches (no miss counted): times of the target's switches among them are lost, switches_allowed_cpus may be short as much", meta.SwitchesUnseen, total))
 	}
 	if meta.EventsDropped > 0 {
 		res.Warnings = append(res.Warnings, fmt.Sprintf("%d switch events were lost (ring buffer full): ctxsw and oncpu_ns of the messages around them are too low", meta.EventsDropped))
