@@ -153,11 +153,7 @@ func probeSwitches(t *testing.T, tr *Tracer) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var n uint64
-	for _, c := range cs {
-		n += c.Switches
-	}
-	return n
+	return switches(cs)
 }
 
 // mapFull is the probe's map-full count and the program runs the kernel

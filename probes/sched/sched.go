@@ -238,11 +238,17 @@ type Snapshot struct {
 // count less the program's, both read the same way in each snapshot (a
 // few µs apart, so a few either way are the reading's).
 func unseen(a, b Snapshot) int64 {
-	var seen uint64
-	for i := range min(len(a.CPUs), len(b.CPUs)) {
-		seen += b.CPUs[i].Switches - a.CPUs[i].Switches
+	return int64(b.Kernel-a.Kernel) - int64(switches(b.CPUs)-switches(a.CPUs))
+}
+
+// switches is every context switch the switch program ran for, on all
+// CPUs.
+func switches(cpus []CPUStats) uint64 {
+	var n uint64
+	for _, c := range cpus {
+		n += c.Switches
 	}
-	return int64(b.Kernel-a.Kernel) - int64(seen)
+	return n
 }
 
 // kernelSwitches reads /proc/stat's ctxt.
