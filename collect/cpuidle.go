@@ -76,11 +76,29 @@ type idleReader struct {
 	buf    []byte
 }
 
+// busyAt is a CPU's busy clock and the time it was read: a CPU's busy
+// share in a window is the change of the one over the change of the
+// other, both taken by its reader, so that a reader or a recorder made to
+// wait by a busy CPU cannot make a full CPU read less or more than full.
+type busyAt struct{ at, busy int64 }
+
+// busyShare is the CPU's busy share between readings a and z; ok false
+// when the two are not in order.
+func busyShare(a, z busyAt) (float64, bool) {
+	if z.at <= a.at {
+		return 0, false
+	}
+	return float64(z.busy-a.busy) / float64(z.at-a.at), true
+}
+
 // idleAt is one CPU's reading: its busy clock — its time, less its idle
-// residency, in ns — whose change over a window is the window's busy time.
+// residency, in ns — whose change over a window is the window's busy time,
+// and the time it was read at, by which a reading is paired with its
+// window's time.
 type idleAt struct {
 	i    int
 	seq  uint64
+	at   int64
 	busy int64
 	err  error
 }
@@ -132,7 +150,7 @@ func (r *idleReader) openCpuidle(root string) error {
 // busy reads the busy clock of the i-th CPU from its files, with buf for
 // the reading. The files are passed, not looked up: close may have let go
 // of r.files while a pinned reader answers a late request.
-func (r *idleReader) busy(i int, files []*os.File, buf *[]byte) (int64, error) {
+func (r *idleReader) busy(i int, files []*os.File, buf *[]byte) (at, busy int64, err error) {
 	if r.source == ExactBusyTimerList {
 		return readTimerList(files[0], r.cpus[i], buf)
 	}
@@ -188,59 +206,79 @@ func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready cha
 	ready <- true
 	buf := make([]byte, 0, 64<<10)
 	for seq := range req {
-		busy, err := r.busy(i, files, &buf)
+		at, busy, err := r.busy(i, files, &buf)
 		select {
-		case r.resp <- idleAt{i: i, seq: seq, busy: busy, err: err}:
+		case r.resp <- idleAt{i: i, seq: seq, at: at, busy: busy, err: err}:
 		default: // only answers no reading waits for fill it
 		}
 	}
 }
 
-// readBusy is the busy clock of the CPU whose state files are files: now
-// less the residency.
-func readBusy(files []*os.File, buf []byte) (int64, error) {
+// readBusy is the time and the busy clock of the CPU whose state files
+// are files: now less the residency.
+func readBusy(files []*os.File, buf []byte) (at, busy int64, err error) {
 	t := monotime.Now()
 	var idle int64
 	for _, f := range files {
 		n, err := f.ReadAt(buf, 0)
 		if n == 0 && err != nil {
-			return 0, fmt.Errorf("%s: %w", f.Name(), err)
+			return t, 0, fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		us, err := strconv.ParseInt(string(bytes.TrimSpace(buf[:n])), 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", f.Name(), err)
+			return t, 0, fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		idle += us * 1000
 	}
-	return t - idle, nil
+	return t, t - idle, nil
 }
 
-// read returns each CPU's busy clock, in ns, and their sum; an error when
-// a CPU could not be read, or its pinned reader did not run in idleWait.
-func (r *idleReader) read() (map[int64]int64, int64, error) {
+// ask sends each pinned reader a request for a reading, and returns how
+// many were sent. It is called before the reading's time is taken, so the
+// readers, on their own CPUs, read while the recorder reads its other
+// counters.
+func (r *idleReader) ask() int {
 	r.seq++
-	per := make(map[int64]int64, len(r.cpus))
-	var total int64
-	var errs []error
-	add := func(a idleAt) {
-		if a.err != nil {
-			errs = append(errs, a.err)
-			return
-		}
-		per[r.cpus[a.i]] = a.busy
-		total += a.busy
-	}
 	want := 0
-	for i := range r.cpus {
+	for i, c := range r.req {
 		if !r.pinned[i] {
-			busy, err := r.busy(i, r.files[i], &r.buf)
-			add(idleAt{i: i, busy: busy, err: err})
 			continue
 		}
 		select {
-		case r.req[i] <- r.seq:
+		case c <- r.seq:
 			want++
 		default: // still busy with an earlier reading: no answer this time
+		}
+	}
+	return want
+}
+
+// collect returns each CPU's busy clock, in ns, and their sum, for the
+// reading at time t: the answers to the last ask (want of them), and the
+// CPUs no reader is pinned to, read here. It is an error when a CPU could
+// not be read, its reader did not answer in idleWait, or it was read more
+// than idleWait from t: a recorder starved on its CPU (a sweep's, beside
+// a load of higher priority) can be stopped for hundreds of ms between
+// the two, and the window's busy time would be short by as much.
+func (r *idleReader) collect(t int64, want int) (map[int64]busyAt, int64, error) {
+	per := make(map[int64]busyAt, len(r.cpus))
+	var total int64
+	var errs []error
+	add := func(a idleAt) {
+		switch {
+		case a.err != nil:
+			errs = append(errs, a.err)
+		case a.at < t-int64(idleWait) || a.at > t+int64(idleWait):
+			errs = append(errs, fmt.Errorf("CPU %d read %v from its reading's time", r.cpus[a.i], time.Duration(a.at-t)))
+		default:
+			per[r.cpus[a.i]] = busyAt{a.at, a.busy}
+			total += a.busy
+		}
+	}
+	for i := range r.cpus {
+		if !r.pinned[i] {
+			at, busy, err := r.busy(i, r.files[i], &r.buf)
+			add(idleAt{i: i, at: at, busy: busy, err: err})
 		}
 	}
 	timeout := time.After(idleWait)

@@ -351,3 +351,32 @@ func TestIdleReaderClosePending(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // the last requests are served
 }
+
+// TestIdleReaderPairing: a CPU's busy clock is kept only when read within
+// idleWait of its reading's time. A recorder starved on the load's CPU
+// stopped between the two for ~0.5 s, and a full CPU read 0.85 busy.
+func TestIdleReaderPairing(t *testing.T) {
+	cpus := []int64{0, 1}
+	r, err := openIdle(cpuidleRoot, timerList, cpus)
+	if err != nil {
+		t.Fatalf("cpuidle: %v", err)
+	}
+	defer r.close()
+	want := r.ask()
+	at := monotime.Now()
+	per, _, err := r.collect(at, want)
+	if err != nil || len(per) != len(cpus) {
+		t.Fatalf("a reading on time: %d CPUs, %v", len(per), err)
+	}
+	for cpu, b := range per {
+		if d := time.Duration(b.at - at); d < -idleWait || d > idleWait {
+			t.Errorf("CPU %d read %v from the reading's time", cpu, d)
+		}
+	}
+	late := monotime.Now()
+	time.Sleep(2 * idleWait)
+	per, _, err = r.collect(late, r.ask())
+	if len(per) != 0 || err == nil || !strings.Contains(err.Error(), "from its reading's time") {
+		t.Fatalf("readings %v after their time: kept %d CPUs (%v), want none", 2*idleWait, len(per), err)
+	}
+}

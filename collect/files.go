@@ -1,6 +1,7 @@
 package collect
 
 import (
+	"maps"
 	"math"
 	"slices"
 
@@ -39,7 +40,9 @@ func (s *Source) flushCores() {
 			}
 			if a, ok := busy0[id]; ok {
 				if z, ok := busy[id]; ok {
-					row.BusyExact = float64(z-a) / dt
+					if b, ok := busyShare(a, z); ok {
+						row.BusyExact = b
+					}
 				}
 			}
 			if err := s.cores.Write(&row); err != nil && s.coresErr == nil {
@@ -70,7 +73,7 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 		return float64(d) / dt
 	}
 	cg := a.cgOK && z.cgOK
-	exact := a.busyOK && z.busyOK && a.busyN == z.busyN
+	busy, exact := exactShare(a, z)
 	run := a.runOK && z.runOK
 	st := a.statOK && z.statOK
 	sys := a.systemOK && z.systemOK
@@ -90,8 +93,14 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 		SystemMinusBroker:      util(sys && bok, d.busy()-(b1-b0)),
 		CPUNsPerMsg:            math.NaN(),
 		SystemFrac:             math.NaN(),
-		SystemExact:            util(exact, z.busy-a.busy),
-		SystemMinusBrokerExact: util(exact && bok, z.busy-a.busy-(b1-b0)),
+		SystemExact:            math.NaN(),
+		SystemMinusBrokerExact: math.NaN(),
+	}
+	if exact {
+		row.SystemExact = busy
+		if bok {
+			row.SystemMinusBrokerExact = busy - float64(b1-b0)/dt
+		}
 	}
 	if bok && in > 0 {
 		row.CPUNsPerMsg = float64(b1-b0) / float64(in)
@@ -100,4 +109,24 @@ func (s *Source) window(a, z *reading, tl *source.Timeline) recfile.CPURow {
 		row.SystemFrac = float64(d.busy()) / dt / float64(z.ncpu)
 	}
 	return row
+}
+
+// exactShare is the exact busy time of all CPUs between readings a and z,
+// in CPUs: the sum of each CPU's share over its own reader's times (see
+// busyAt), so cpu.csv's column is the sum of cpu_cores.csv's. ok false
+// unless every CPU was read at both.
+func exactShare(a, z *reading) (float64, bool) {
+	if !a.busyOK || !z.busyOK || a.busyN != z.busyN {
+		return 0, false
+	}
+	var sum float64
+	for _, id := range slices.Sorted(maps.Keys(z.busyPer)) { // one order: the same sum
+		b0, ok := a.busyPer[id]
+		s, inOrder := busyShare(b0, z.busyPer[id])
+		if !ok || !inOrder {
+			return 0, false
+		}
+		sum += s
+	}
+	return sum, true
 }

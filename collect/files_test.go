@@ -2,6 +2,7 @@ package collect
 
 import (
 	"bytes"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -31,7 +32,17 @@ func randReading(rng *rand.Rand, t int64) reading {
 		user: n(), sys: n(), statOK: rng.IntN(4) > 0,
 		system: times(), ncpu: rng.IntN(5), systemOK: rng.IntN(4) > 0,
 		busy: n(), busyN: rng.IntN(3), busyOK: rng.IntN(4) > 0,
+		busyPer: randBusy(rng, t),
 	}
+}
+
+// randBusy is 0-3 CPUs' busy clocks read around t (some out of order).
+func randBusy(rng *rand.Rand, t int64) map[int64]busyAt {
+	per := map[int64]busyAt{}
+	for id := range int64(rng.IntN(4)) {
+		per[id] = busyAt{t + rng.Int64N(2e7) - 1e7, rng.Int64N(1e12)}
+	}
+	return per
 }
 
 // randSource is a source with random readings (some out of order), a random
@@ -75,11 +86,11 @@ func TestFilesAsBefore(t *testing.T) {
 		want := []byte("t_start_ns,t_end_ns,cpu,busy_util,user_util,nice_util,system_util,irq_util,softirq_util,iowait_util,steal_util,idle_util,busy_exact_util\n")
 		for range rng.IntN(4) {
 			s.perPrev, s.perLast = map[int64]cpuTimes{}, map[int64]cpuTimes{}
-			s.busyPrev, s.busyLast = map[int64]int64{}, map[int64]int64{}
+			s.busyPrev, s.busyLast = map[int64]busyAt{}, map[int64]busyAt{}
 			for id := range int64(rng.IntN(6)) {
 				s.perPrev[id], s.perLast[id+int64(rng.IntN(2))] = randReading(rng, 0).system, randReading(rng, 0).system
 				if rng.IntN(3) > 0 {
-					s.busyPrev[id], s.busyLast[id+int64(rng.IntN(2))] = rng.Int64N(1e9), rng.Int64N(2e9)
+					s.busyPrev[id], s.busyLast[id+int64(rng.IntN(2))] = busyAt{rng.Int64N(1e9), rng.Int64N(1e9)}, busyAt{rng.Int64N(2e9), rng.Int64N(2e9)}
 				}
 			}
 			s.tPrev, s.tLast = rng.Int64N(1e9), rng.Int64N(2e9)
@@ -106,7 +117,7 @@ func sameFile(t *testing.T, i int, path string, want []byte) {
 
 // oldCores is flushCores before recfile.CPUCoreRow, with busy_exact_util
 // added.
-func oldCores(prev, per map[int64]cpuTimes, busy0, busy map[int64]int64, t0, t int64) []byte {
+func oldCores(prev, per map[int64]cpuTimes, busy0, busy map[int64]busyAt, t0, t int64) []byte {
 	var b []byte
 	if prev == nil || per == nil || t <= t0 {
 		return b
@@ -133,8 +144,8 @@ func oldCores(prev, per map[int64]cpuTimes, busy0, busy map[int64]int64, t0, t i
 		b = append(b, ',')
 		a, okA := busy0[id]
 		z, okZ := busy[id]
-		if okA && okZ {
-			b = strconv.AppendFloat(b, float64(z-a)/dt, 'f', 6, 64)
+		if okA && okZ && z.at > a.at {
+			b = strconv.AppendFloat(b, float64(z.busy-a.busy)/float64(z.at-a.at), 'f', 6, 64)
 		}
 		b = append(b, '\n')
 	}
@@ -190,9 +201,24 @@ func oldWindows(s *Source, tl *source.Timeline) []byte {
 		if sys && z.ncpu > 0 {
 			b = strconv.AppendFloat(b, float64(d.busy())/dt/float64(z.ncpu), 'f', 6, 64)
 		}
+		// The exact columns: each CPU's busy clock over its reader's
+		// times, summed in the CPUs' order.
 		exact := a.busyOK && z.busyOK && a.busyN == z.busyN
-		util(exact, z.busy-a.busy)
-		util(exact && bok, z.busy-a.busy-(b1-b0))
+		var busy float64
+		for _, id := range slices.Sorted(maps.Keys(z.busyPer)) {
+			p, ok := a.busyPer[id]
+			q := z.busyPer[id]
+			exact = exact && ok && q.at > p.at
+			busy += float64(q.busy-p.busy) / float64(q.at-p.at)
+		}
+		b = append(b, ',')
+		if exact {
+			b = strconv.AppendFloat(b, busy, 'f', 6, 64)
+		}
+		b = append(b, ',')
+		if exact && bok {
+			b = strconv.AppendFloat(b, busy-float64(b1-b0)/dt, 'f', 6, 64)
+		}
 		b = append(b, '\n')
 	}
 	return b

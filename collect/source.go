@@ -108,7 +108,7 @@ type Source struct {
 	// Per-CPU times at the last two readings: the window between them
 	// goes to cpu_cores.csv once the last reading is final.
 	perPrev, perLast   map[int64]cpuTimes
-	busyPrev, busyLast map[int64]int64 // busy clocks (idleReader), ns
+	busyPrev, busyLast map[int64]busyAt // busy clocks (idleReader), ns
 	tPrev, tLast       int64
 	drained            bool
 }
@@ -127,12 +127,12 @@ type reading struct {
 	ncpu      int
 	systemOK  bool
 	// busy is the CPUs' busy clocks (time less cpuidle residency, ns;
-	// see idleReader) summed over busyN CPUs, busyPer each CPU's; busyOK
-	// when every CPU's was read.
+	// see idleReader) summed over busyN CPUs, busyPer each CPU's with the
+	// time it was read; busyOK when every CPU's was read.
 	busy    int64
 	busyN   int
 	busyOK  bool
-	busyPer map[int64]int64
+	busyPer map[int64]busyAt
 }
 
 // NewSource returns the CPU source.
@@ -210,9 +210,14 @@ func (s *Source) openIdle() {
 }
 
 // read reads every counter once. The time is taken just before the reads,
-// which together take well under a millisecond.
+// which together take well under a millisecond; the CPUs' idle readers are
+// asked before it, and read on their own CPUs meanwhile.
 func (s *Source) read() (reading, map[int64]cpuTimes) {
 	s.reads++
+	want := 0
+	if s.idle != nil {
+		want = s.idle.ask()
+	}
 	r := reading{t: monotime.Now()}
 	if s.cg != nil {
 		r.t = s.readCgroup(&r)
@@ -236,7 +241,7 @@ func (s *Source) read() (reading, map[int64]cpuTimes) {
 	if s.idle == nil {
 		return r, per
 	}
-	per1, total, err := s.idle.read()
+	per1, total, err := s.idle.collect(r.t, want)
 	r.busy, r.busyN, r.busyOK, r.busyPer = total, len(per1), err == nil, per1
 	s.fail("cpuidle", err)
 	return r, per

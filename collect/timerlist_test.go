@@ -43,8 +43,8 @@ Tick Device: mode:     1
 	}
 	var buf []byte
 	for i, want := range []int64{3938474456887 - 1033472432891 - 4580259185, 3938474456887 - 967085596865 - 37125382870} {
-		got, err := readTimerList(files[i][0], int64(i), &buf)
-		if err != nil || got != want {
+		at, got, err := readTimerList(files[i][0], int64(i), &buf)
+		if err != nil || got != want || at != 3938474456887 {
 			t.Errorf("CPU %d: busy clock %d (%v), want %d", i, got, err, want)
 		}
 		files[i][0].Close()

@@ -116,10 +116,11 @@ type CPUCoreRow struct {
 	Steal   float64 `csv:"steal_util" prec:"6"`
 	Idle    float64 `csv:"idle_util" prec:"6"`
 	// BusyExact is exact to microseconds, each CPU read by a thread
-	// pinned to it, at the moment that thread runs: on a fully busy CPU
-	// up to a scheduler slice after the row's reading, so one window can
-	// show a few percent over 1, which the next gives back. A CPU the
-	// recorder may not run on (meta.json exact_busy_remote_cpus) is read
+	// pinned to it, at the moment that thread runs — on a fully busy CPU
+	// up to a scheduler slice after the row's reading — as a share of
+	// the time between that thread's two readings, so a full CPU reads
+	// 1; a reading more than 50 ms from the row's edge is refused
+	// (empty). A CPU the recorder may not run on (meta.json exact_busy_remote_cpus) is read
 	// from elsewhere, and one window of it can stray by the idle period in
 	// progress at a reading (cpuidle counts a period when it ends); sums
 	// over windows stay exact.
