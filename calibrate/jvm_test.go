@@ -232,8 +232,14 @@ func checkJVMPauses(t *testing.T, out string, cal *recfile.Calibration, gcs []fo
 		g := forcedPause(t, logged, f.jcmd, f.dur)
 		on := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return !overlaps(r, g) })
 		t.Logf("forced GC of %v ending at %d: pauses %s", f.dur, g.end, pauseList(on))
-		if len(on) != 1 || on[0].Class != recfile.CalPauseGC {
-			t.Errorf("pauses over the forced GC: %s, want one of class gc", pauseList(on))
+		// The GC's pause is the one over most of it. Another may reach
+		// into the log's millisecond slack at its edges (in CI a 5.4 ms
+		// stall ended 0.9 ms before a forced GC, the broker reading in
+		// between), but no other may cover more of it than that slack: a
+		// GC split in two pauses fails.
+		pieces := slices.DeleteFunc(on, func(r recfile.CalPauseRow) bool { return within(r, g) <= gcSlack })
+		if len(pieces) != 1 || pieces[0].Class != recfile.CalPauseGC || within(pieces[0], g) < g.dur/2 {
+			t.Errorf("pauses over the forced GC: %s, want one of class gc over at least half of it", pauseList(pieces))
 		}
 	}
 	onStop := slices.DeleteFunc(slices.Clone(rows), func(r recfile.CalPauseRow) bool { return r.Start >= stop.end || r.End <= stop.start })
@@ -292,6 +298,11 @@ func checkModelFromGC(t *testing.T, cal *recfile.Calibration, rows []recfile.Cal
 
 // pauseList says, per pause, when, how long, its class and the GC
 // threads' on-CPU time in it.
+// within is how much of the logged GC pause g the pause r covers, in ns.
+func within(r recfile.CalPauseRow, g gcPause) int64 {
+	return max(0, min(r.End, g.end)-max(r.Start, g.end-g.dur))
+}
+
 func pauseList(rows []recfile.CalPauseRow) string {
 	var b strings.Builder
 	for _, r := range rows {
