@@ -253,27 +253,21 @@ func (r *idleReader) ask() int {
 	return want
 }
 
-// collect returns each CPU's busy clock, in ns, and their sum, for the
-// reading at time t: the answers to the last ask (want of them), and the
-// CPUs no reader is pinned to, read here. It is an error when a CPU could
-// not be read, its reader did not answer in idleWait, or it was read more
-// than idleWait from t: a recorder starved on its CPU (a sweep's, beside
-// a load of higher priority) can be stopped for hundreds of ms between
-// the two, and the window's busy time would be short by as much.
-func (r *idleReader) collect(t int64, want int) (map[int64]busyAt, int64, error) {
+// collect returns each CPU's busy clock, in ns, with the time it was
+// read, and their sum: the answers to the last ask (want of them), and
+// the CPUs no reader is pinned to, read here. It is an error when a CPU
+// could not be read or its reader did not answer in idleWait.
+func (r *idleReader) collect(want int) (map[int64]busyAt, int64, error) {
 	per := make(map[int64]busyAt, len(r.cpus))
 	var total int64
 	var errs []error
 	add := func(a idleAt) {
-		switch {
-		case a.err != nil:
+		if a.err != nil {
 			errs = append(errs, a.err)
-		case a.at < t-int64(idleWait) || a.at > t+int64(idleWait):
-			errs = append(errs, fmt.Errorf("CPU %d read %v from its reading's time", r.cpus[a.i], time.Duration(a.at-t)))
-		default:
-			per[r.cpus[a.i]] = busyAt{a.at, a.busy}
-			total += a.busy
+			return
 		}
+		per[r.cpus[a.i]] = busyAt{a.at, a.busy}
+		total += a.busy
 	}
 	for i := range r.cpus {
 		if !r.pinned[i] {

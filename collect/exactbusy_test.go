@@ -352,31 +352,41 @@ func TestIdleReaderClosePending(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // the last requests are served
 }
 
-// TestIdleReaderPairing: a CPU's busy clock is kept only when read within
-// idleWait of its reading's time. A recorder starved on the load's CPU
-// stopped between the two for ~0.5 s, and a full CPU read 0.85 busy.
+// TestIdleReaderPairing: a CPU kept busy reads as busy for the whole
+// time between its readings, however late the recorder asks for them
+// after timing them. A recorder starved on the load's CPU was stopped for
+// ~0.5 s between the two, and with shares over the recorder's times a CPU
+// never idle read 0.85 busy. Here the recorder waits 200 ms of a 400 ms
+// window: that pairing would read 0.5.
 func TestIdleReaderPairing(t *testing.T) {
-	cpus := []int64{0, 1}
-	r, err := openIdle(cpuidleRoot, timerList, cpus)
+	const cpu = 1
+	r, err := openIdle(cpuidleRoot, timerList, []int64{0, cpu})
 	if err != nil {
 		t.Fatalf("cpuidle: %v", err)
 	}
 	defer r.close()
-	want := r.ask()
-	at := monotime.Now()
-	per, _, err := r.collect(at, want)
-	if err != nil || len(per) != len(cpus) {
-		t.Fatalf("a reading on time: %d CPUs, %v", len(per), err)
+	loop := exec.Command("taskset", "-c", strconv.Itoa(cpu), "sh", "-c", "while :; do :; done")
+	if err := loop.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for cpu, b := range per {
-		if d := time.Duration(b.at - at); d < -idleWait || d > idleWait {
-			t.Errorf("CPU %d read %v from the reading's time", cpu, d)
-		}
+	defer func() { loop.Process.Kill(); loop.Wait() }()
+	time.Sleep(50 * time.Millisecond) // the loop is running
+	t0 := monotime.Now()
+	time.Sleep(200 * time.Millisecond) // the recorder stopped after timing the window's start
+	a, _, err := r.collect(r.ask())
+	if err != nil {
+		t.Fatal(err)
 	}
-	late := monotime.Now()
-	time.Sleep(2 * idleWait)
-	per, _, err = r.collect(late, r.ask())
-	if len(per) != 0 || err == nil || !strings.Contains(err.Error(), "from its reading's time") {
-		t.Fatalf("readings %v after their time: kept %d CPUs (%v), want none", 2*idleWait, len(per), err)
+	time.Sleep(200 * time.Millisecond)
+	t1 := monotime.Now()
+	z, _, err := r.collect(r.ask())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := busyShare(a[cpu], z[cpu])
+	old := float64(z[cpu].busy-a[cpu].busy) / float64(t1-t0)
+	t.Logf("CPU %d with a busy loop: %.5f busy over its reader's times; %.3f over the recorder's", cpu, got, old)
+	if !ok || got < 0.999 || got > 1.0001 {
+		t.Errorf("CPU %d with a busy loop read %.5f busy (%v), want 1", cpu, got, ok)
 	}
 }

@@ -241,7 +241,7 @@ func (s *Source) read() (reading, map[int64]cpuTimes) {
 	if s.idle == nil {
 		return r, per
 	}
-	per1, total, err := s.idle.collect(r.t, want)
+	per1, total, err := s.idle.collect(want)
 	r.busy, r.busyN, r.busyOK, r.busyPer = total, len(per1), err == nil, per1
 	s.fail("cpuidle", err)
 	return r, per

@@ -119,8 +119,7 @@ type CPUCoreRow struct {
 	// pinned to it, at the moment that thread runs — on a fully busy CPU
 	// up to a scheduler slice after the row's reading — as a share of
 	// the time between that thread's two readings, so a full CPU reads
-	// 1; a reading more than 50 ms from the row's edge is refused
-	// (empty). A CPU the recorder may not run on (meta.json exact_busy_remote_cpus) is read
+	// 1 however late its reader ran. A CPU the recorder may not run on (meta.json exact_busy_remote_cpus) is read
 	// from elsewhere, and one window of it can stray by the idle period in
 	// progress at a reading (cpuidle counts a period when it ends); sums
 	// over windows stay exact.
