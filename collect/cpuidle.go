@@ -92,15 +92,12 @@ func busyShare(a, z busyAt) (float64, bool) {
 }
 
 // idleAt is one CPU's reading: its busy clock — its time, less its idle
-// residency, in ns — whose change over a window is the window's busy time,
-// and the time it was read at, by which a reading is paired with its
-// window's time.
+// residency, in ns — with the time it was read.
 type idleAt struct {
-	i    int
-	seq  uint64
-	at   int64
-	busy int64
-	err  error
+	i   int
+	seq uint64
+	b   busyAt
+	err error
 }
 
 // openIdle opens the cpuidle residency of each of cpus under root, or
@@ -150,7 +147,7 @@ func (r *idleReader) openCpuidle(root string) error {
 // busy reads the busy clock of the i-th CPU from its files, with buf for
 // the reading. The files are passed, not looked up: close may have let go
 // of r.files while a pinned reader answers a late request.
-func (r *idleReader) busy(i int, files []*os.File, buf *[]byte) (at, busy int64, err error) {
+func (r *idleReader) busy(i int, files []*os.File, buf *[]byte) (busyAt, error) {
 	if r.source == ExactBusyTimerList {
 		return readTimerList(files[0], r.cpus[i], buf)
 	}
@@ -206,9 +203,9 @@ func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready cha
 	ready <- true
 	buf := make([]byte, 0, 64<<10)
 	for seq := range req {
-		at, busy, err := r.busy(i, files, &buf)
+		b, err := r.busy(i, files, &buf)
 		select {
-		case r.resp <- idleAt{i: i, seq: seq, at: at, busy: busy, err: err}:
+		case r.resp <- idleAt{i: i, seq: seq, b: b, err: err}:
 		default: // only answers no reading waits for fill it
 		}
 	}
@@ -216,21 +213,21 @@ func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready cha
 
 // readBusy is the time and the busy clock of the CPU whose state files
 // are files: now less the residency.
-func readBusy(files []*os.File, buf []byte) (at, busy int64, err error) {
+func readBusy(files []*os.File, buf []byte) (busyAt, error) {
 	t := monotime.Now()
 	var idle int64
 	for _, f := range files {
 		n, err := f.ReadAt(buf, 0)
 		if n == 0 && err != nil {
-			return t, 0, fmt.Errorf("%s: %w", f.Name(), err)
+			return busyAt{}, fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		us, err := strconv.ParseInt(string(bytes.TrimSpace(buf[:n])), 10, 64)
 		if err != nil {
-			return t, 0, fmt.Errorf("%s: %w", f.Name(), err)
+			return busyAt{}, fmt.Errorf("%s: %w", f.Name(), err)
 		}
 		idle += us * 1000
 	}
-	return t, t - idle, nil
+	return busyAt{t, t - idle}, nil
 }
 
 // ask sends each pinned reader a request for a reading, and returns how
@@ -266,13 +263,13 @@ func (r *idleReader) collect(want int) (map[int64]busyAt, int64, error) {
 			errs = append(errs, a.err)
 			return
 		}
-		per[r.cpus[a.i]] = busyAt{a.at, a.busy}
-		total += a.busy
+		per[r.cpus[a.i]] = a.b
+		total += a.b.busy
 	}
 	for i := range r.cpus {
 		if !r.pinned[i] {
-			at, busy, err := r.busy(i, r.files[i], &r.buf)
-			add(idleAt{i: i, at: at, busy: busy, err: err})
+			b, err := r.busy(i, r.files[i], &r.buf)
+			add(idleAt{i: i, b: b, err: err})
 		}
 	}
 	timeout := time.After(idleWait)

@@ -34,7 +34,7 @@ func openTimerList(path string, cpus []int64) ([][]*os.File, error) {
 	for _, cpu := range cpus {
 		f, err := os.Open(path)
 		if err == nil {
-			_, _, err = readTimerList(f, cpu, &buf)
+			_, err = readTimerList(f, cpu, &buf)
 			if err != nil {
 				f.Close()
 			}
@@ -53,20 +53,20 @@ func openTimerList(path string, cpus []int64) ([][]*os.File, error) {
 // readTimerList is the time the timer list f was printed (CLOCK_MONOTONIC)
 // and the busy clock of cpu in it: that time less the CPU's idle and
 // iowait time.
-func readTimerList(f *os.File, cpu int64, buf *[]byte) (int64, int64, error) {
+func readTimerList(f *os.File, cpu int64, buf *[]byte) (busyAt, error) {
 	b, err := readAllAt(f, *buf)
 	*buf = b[:0]
 	if err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", f.Name(), err)
+		return busyAt{}, fmt.Errorf("%s: %w", f.Name(), err)
 	}
 	now, ok := nsAfter(b, "now at ")
 	if !ok {
-		return 0, 0, fmt.Errorf("%s: no \"now at\" line", f.Name())
+		return busyAt{}, fmt.Errorf("%s: no \"now at\" line", f.Name())
 	}
 	head := []byte("\ncpu: " + strconv.FormatInt(cpu, 10) + "\n")
 	at := bytes.Index(b, head)
 	if at < 0 {
-		return 0, 0, fmt.Errorf("%s: no CPU %d", f.Name(), cpu)
+		return busyAt{}, fmt.Errorf("%s: no CPU %d", f.Name(), cpu)
 	}
 	sec := b[at+len(head):]
 	if end := bytes.Index(sec, []byte("\ncpu: ")); end >= 0 {
@@ -75,12 +75,12 @@ func readTimerList(f *os.File, cpu int64, buf *[]byte) (int64, int64, error) {
 	idle, ok1 := nsAfter(sec, ".idle_sleeptime")
 	iowait, ok2 := nsAfter(sec, ".iowait_sleeptime")
 	if !ok1 || !ok2 {
-		return 0, 0, fmt.Errorf("%s: no idle_sleeptime and iowait_sleeptime for CPU %d: the kernel keeps no tick-less idle time", f.Name(), cpu)
+		return busyAt{}, fmt.Errorf("%s: no idle_sleeptime and iowait_sleeptime for CPU %d: the kernel keeps no tick-less idle time", f.Name(), cpu)
 	}
 	if idle+iowait == 0 || idle+iowait > now {
-		return 0, 0, fmt.Errorf("%s: CPU %d idle for %d ns of %d: the kernel keeps no tick-less idle time (nohz=off?)", f.Name(), cpu, idle+iowait, now)
+		return busyAt{}, fmt.Errorf("%s: CPU %d idle for %d ns of %d: the kernel keeps no tick-less idle time (nohz=off?)", f.Name(), cpu, idle+iowait, now)
 	}
-	return now, now - idle - iowait, nil
+	return busyAt{now, now - idle - iowait}, nil
 }
 
 // readAllAt reads the whole of f from its start into buf's storage.

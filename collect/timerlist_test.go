@@ -43,9 +43,9 @@ Tick Device: mode:     1
 	}
 	var buf []byte
 	for i, want := range []int64{3938474456887 - 1033472432891 - 4580259185, 3938474456887 - 967085596865 - 37125382870} {
-		at, got, err := readTimerList(files[i][0], int64(i), &buf)
-		if err != nil || got != want || at != 3938474456887 {
-			t.Errorf("CPU %d: busy clock %d (%v), want %d", i, got, err, want)
+		got, err := readTimerList(files[i][0], int64(i), &buf)
+		if err != nil || got.busy != want || got.at != 3938474456887 {
+			t.Errorf("CPU %d: busy clock %d at %d (%v), want %d at 3938474456887", i, got.busy, got.at, err, want)
 		}
 		files[i][0].Close()
 	}
