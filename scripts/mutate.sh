@@ -126,6 +126,18 @@ amqp-fast-meth :: } else if (s == F_A_METH && i < 10) { => } else if (s == F_A_M
 amqp-fast-chdr :: } else if (s == F_A_CHDR && i < 20) { => } else if (s == F_A_CHDR && i <= 20) {
 amqp-fast-aleft :: fs->aleft > 1 && fs->acount > 1 && => fs->aleft > 0 && fs->acount > 1 &&
 amqp-fast-acount :: fs->aleft > 1 && fs->acount > 1 && => fs->aleft > 1 && fs->acount > 0 &&
+stomp-run-cr :: m = zero_bytes(w) | zero_bytes(w ^ ('\n' * ONES)) | zero_bytes(w ^ ('\r' * ONES)); => m = zero_bytes(w) | zero_bytes(w ^ ('\n' * ONES));
+stomp-run-colon :: m |= zero_bytes(w ^ (':' * ONES)); => m |= 0;
+stomp-run-key-end :: stomp_key_end(fs, sf);\N\T\Treturn k + 1; => fs->sflags = sf | ST_VAL;\N\T\Treturn k + 1;
+stomp-run-eol-dest :: fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);\N\T\Tfs->num[1] = 0;\N\T\Tfs->word = FNV_OFFSET;\N\T\Treturn k + 1; => fs->sflags = sf & ~(ST_VAL | ST_INCL | ST_NODIG | ST_CR);\N\T\Tfs->num[1] = 0;\N\T\Tfs->word = FNV_OFFSET;\N\T\Treturn k + 1;
+stomp-run-stale :: if (k > end - at)\N\T\Tk = end - at;\N\Tbool colon => bool colon
+amqp-run-last :: if (k < 2)\N\T\Treturn 0;\N\Tk -= 1;\N\Tif (ph != AP_SKIP && k > 8) => if (k < 2)\N\T\Treturn 0;\N\Tif (ph != AP_SKIP && k > 8)
+amqp-run-hash :: fs->subj = fnv_bytes(fs->subj, LOAD(at, 0), k); => fs->subj = fnv_bytes(fs->subj, LOAD(at, 1), k);
+redis-run-in-cmd :: if (cmd && (fs->dir & 1) == BT_DIR_IN)\N\T\Treturn 0; => if (0)\N\T\Treturn 0;
+redis-run-last :: k -= 1;\N\Tif (k > 8)\N\T\Tk = 8; => if (k > 8)\N\T\Tk = 8;
+run-fnv-order :: h = (h ^ ((w >> (8 * j)) & 0xff)) * FNV_PRIME; => h = (h ^ ((w >> (8 * (7 - j))) & 0xff)) * FNV_PRIME;
+run-first-flag :: * 0x0001020304050607ULL) >> 56; => * 0x0102030405060708ULL) >> 56;
+runs-tls :: if (fs->pos < 3 || at >= end) => if (at >= end)
 EOF
 )
 

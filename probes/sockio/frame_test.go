@@ -566,42 +566,60 @@ func FuzzKernelFrames(f *testing.F) { fuzzKernelFrames(f, frame.NATS) }
 // header (0x16 0x03 0x01..0x04) is encrypted: neither direction is parsed,
 // every byte after the header is counted as encrypted, no record comes
 // out. One whose third byte is out of that range is plain NATS (a bad
-// line). Both against the reference.
+// line). Both against the reference, on a NATS and a STOMP port.
 func TestKernelFramesTLS(t *testing.T) {
-	r := openFrameRig(t, Options{})
-	msgs := []byte("MSG a 1 5\r\nhello\r\nMSG a 1 5\r\nworld\r\n")
-	for _, tc := range []struct {
-		hello []byte
-		tls   bool
-	}{{[]byte("\x16\x03\x01\x02\x00PUB a 5\r\nhello\r\n"), true}, {[]byte("\x16\x03\x05\x02\x00PUB a 5\r\nhello\r\n"), false}} {
-		before := r.stats(t)
-		cfd, sfd := r.pair(t)
-		doCall(t, cfd, ioCall{pieces: []int{2}, form: events.CallWrite}, tc.hello)
-		doCall(t, cfd, ioCall{start: 2, pieces: []int{len(tc.hello) - 2}, form: events.CallWrite}, tc.hello)
-		waitInq(t, sfd, len(tc.hello))
-		doCall(t, sfd, ioCall{pieces: []int{1}, form: events.CallRead}, tc.hello)
-		doCall(t, sfd, ioCall{start: 1, pieces: []int{len(tc.hello) - 1}, form: events.CallRead}, tc.hello)
-		doCall(t, sfd, ioCall{pieces: []int{len(msgs)}, form: events.CallWrite}, msgs)
-		unix.Close(cfd)
-		unix.Close(sfd)
-		evs := r.sync(t)
-		after := r.stats(t)
-		srv := frame.NewConn(frame.NATS)
-		want := append(srv.In.Feed(tc.hello[:1]), srv.In.Feed(tc.hello[1:])...)
-		want = append(want, srv.Out.Feed(msgs)...)
-		var got int
-		for _, e := range evs {
-			if e.Conn.LocalPort == r.port {
-				got += len(e.Markers)
+	for _, proto := range []frame.Proto{frame.NATS, frame.STOMP} {
+		// STOMP: a run (stomp_run) after the first byte must not take
+		// the record header's next bytes from tls_byte: the hello is
+		// read in one call as well as split after its first byte.
+		for _, first := range []int{1, 0} {
+			r := openProtoRig(t, Options{}, proto)
+			for _, tc := range []struct {
+				hello []byte
+				tls   bool
+			}{{[]byte("\x16\x03\x01\x02\x00PUB a 5\r\nhello\r\n"), true}, {[]byte("\x16\x03\x05\x02\x00PUB a 5\r\nhello\r\n"), false}} {
+				checkTLS(t, r, proto, first, tc.hello, tc.tls)
 			}
 		}
-		enc := after.Frame.Encrypted[0] - before.Frame.Encrypted[0] + after.Frame.Encrypted[1] - before.Frame.Encrypted[1]
-		wantEnc := srv.In.Counters().Encrypted + srv.Out.Counters().Encrypted
-		tlsSocks := after.Frame.TLS - before.Frame.TLS
-		if srv.TLS() != tc.tls || got != len(want) || int64(enc) != wantEnc || (tlsSocks == 1) != tc.tls {
-			t.Fatalf("%q: kernel %d records, %d encrypted bytes, %d TLS sockets; reference %d records, %d encrypted, TLS %v",
-				tc.hello[:3], got, enc, tlsSocks, len(want), wantEnc, srv.TLS())
+	}
+}
+
+// checkTLS has the server of r's port read hello (its first `first` bytes
+// in a call of their own, if first > 0) and write messages, and compares
+// the probe's records and TLS counters with the reference's.
+func checkTLS(t *testing.T, r *frameRig, proto frame.Proto, first int, hello []byte, tls bool) {
+	t.Helper()
+	msgs := []byte("MSG a 1 5\r\nhello\r\nMSG a 1 5\r\nworld\r\n")
+	before := r.stats(t)
+	cfd, sfd := r.pair(t)
+	doCall(t, cfd, ioCall{pieces: []int{len(hello)}, form: events.CallWrite}, hello)
+	waitInq(t, sfd, len(hello))
+	srv := frame.NewConn(proto)
+	var want []frame.Record
+	if first > 0 {
+		doCall(t, sfd, ioCall{pieces: []int{first}, form: events.CallRead}, hello)
+		want = srv.In.Feed(hello[:first])
+	}
+	doCall(t, sfd, ioCall{start: first, pieces: []int{len(hello) - first}, form: events.CallRead}, hello)
+	want = append(want, srv.In.Feed(hello[first:])...)
+	doCall(t, sfd, ioCall{pieces: []int{len(msgs)}, form: events.CallWrite}, msgs)
+	want = append(want, srv.Out.Feed(msgs)...)
+	unix.Close(cfd)
+	unix.Close(sfd)
+	evs := r.sync(t)
+	after := r.stats(t)
+	var got int
+	for _, e := range evs {
+		if e.Conn.LocalPort == r.port {
+			got += len(e.Markers)
 		}
+	}
+	enc := after.Frame.Encrypted[0] - before.Frame.Encrypted[0] + after.Frame.Encrypted[1] - before.Frame.Encrypted[1]
+	wantEnc := srv.In.Counters().Encrypted + srv.Out.Counters().Encrypted
+	tlsSocks := after.Frame.TLS - before.Frame.TLS
+	if srv.TLS() != tls || got != len(want) || int64(enc) != wantEnc || (tlsSocks == 1) != tls {
+		t.Fatalf("%s, first read %d: %q: kernel %d records, %d encrypted bytes, %d TLS sockets; reference %d records, %d encrypted, TLS %v",
+			proto, first, hello[:3], got, enc, tlsSocks, len(want), wantEnc, srv.TLS())
 	}
 }
 
