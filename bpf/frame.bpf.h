@@ -379,17 +379,9 @@ static __always_inline void hash_byte(vfs_t *fs, __u8 ch)
  * the bytes' own work does, so a run of them in one step is where the
  * frame parser's cost per message goes down (README, Cost). */
 
-/* zero_bytes flags bit 7 of each byte of x that is 0. The lowest flag is
- * exact; a flag above a zero byte may be wrong (a borrow), and first_flag
- * never looks past the lowest. */
-static __always_inline __u64 zero_bytes(__u64 x)
-{
-	return (x - ONES) & ~x & HIGHS;
-}
-
-/* first_flag is the index of the lowest byte whose bit 7 is set in m, 8
- * if none: m & -m is 0x80 << 8k, and the constant shifted left by 8k bytes
- * has k in its top byte. */
+/* first_flag is the index of the lowest byte whose bit 7 is set in m
+ * (zero_bytes, sockio.bpf.c), 8 if none: m & -m is 0x80 << 8k, and the
+ * constant shifted left by 8k bytes has k in its top byte. */
 static __always_inline __u64 first_flag(__u64 m)
 {
 	if (m == 0)
@@ -809,6 +801,15 @@ static __always_inline void stomp_body(struct scan_ctx *c, vfs_t *fs, __u64 o)
 	}
 }
 
+/* stomp_line_end readies the next header line after one that ended well;
+ * sf: the line's flags. */
+static __always_inline void stomp_line_end(vfs_t *fs, __u8 sf)
+{
+	fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);
+	fs->num[1] = 0;
+	fs->word = FNV_OFFSET;
+}
+
 /* stomp_eol takes the '\n' that ends a header line; returns false for a
  * bad one. */
 static __always_inline bool stomp_eol(struct scan_ctx *c, vfs_t *fs, __u64 o, __u32 d)
@@ -827,9 +828,7 @@ static __always_inline bool stomp_eol(struct scan_ctx *c, vfs_t *fs, __u64 o, __
 	} else if (!(sf & ST_VAL) || ((sf & ST_INCL) && ((sf & ST_NODIG) || fs->num[0] > MAX_PAYLOAD))) {
 		return false;
 	}
-	fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);
-	fs->num[1] = 0;
-	fs->word = FNV_OFFSET;
+	stomp_line_end(fs, sf);
 	return true;
 }
 
@@ -1024,9 +1023,7 @@ static __always_inline __u64 stomp_run(struct scan_ctx *c, vfs_t *fs, __u64 at, 
 	}
 	if (eol) {
 		fs->line += 1;
-		fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);
-		fs->num[1] = 0;
-		fs->word = FNV_OFFSET;
+		stomp_line_end(fs, sf);
 		return k + 1;
 	}
 	return k;

@@ -598,10 +598,18 @@ static __always_inline __u64 load64(const void *p)
 }
 
 
+/* zero_bytes flags bit 7 of each byte of x that is 0. The lowest flag is
+ * exact; a flag above a zero byte may be wrong (a borrow), which neither
+ * "is there one" nor frame.bpf.h's first_flag (the lowest) looks at. */
+static __always_inline __u64 zero_bytes(__u64 x)
+{
+	return (x - ONES) & ~x & HIGHS;
+}
+
+/* has_b: whether a byte of x is a 'B'. */
 static __always_inline bool has_b(__u64 x)
 {
-	__u64 v = x ^ ('B' * ONES);
-	return (v - ONES) & ~v & HIGHS;
+	return zero_bytes(x ^ ('B' * ONES));
 }
 
 /*

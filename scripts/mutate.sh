@@ -129,7 +129,7 @@ amqp-fast-acount :: fs->aleft > 1 && fs->acount > 1 && => fs->aleft > 1 && fs->a
 stomp-run-cr :: m = zero_bytes(w) | zero_bytes(w ^ ('\n' * ONES)) | zero_bytes(w ^ ('\r' * ONES)); => m = zero_bytes(w) | zero_bytes(w ^ ('\n' * ONES));
 stomp-run-colon :: m |= zero_bytes(w ^ (':' * ONES)); => m |= 0;
 stomp-run-key-end :: stomp_key_end(fs, sf);\N\T\Treturn k + 1; => fs->sflags = sf | ST_VAL;\N\T\Treturn k + 1;
-stomp-run-eol-dest :: fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR);\N\T\Tfs->num[1] = 0;\N\T\Tfs->word = FNV_OFFSET;\N\T\Treturn k + 1; => fs->sflags = sf & ~(ST_VAL | ST_INCL | ST_NODIG | ST_CR);\N\T\Tfs->num[1] = 0;\N\T\Tfs->word = FNV_OFFSET;\N\T\Treturn k + 1;
+stomp-line-end-dest :: fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR); => fs->sflags = sf & ~(ST_VAL | ST_INCL | ST_NODIG | ST_CR);
 stomp-run-stale :: if (k > end - at)\N\T\Tk = end - at;\N\Tbool colon => bool colon
 amqp-run-last :: if (k < 2)\N\T\Treturn 0;\N\Tk -= 1;\N\Tif (ph != AP_SKIP && k > 8) => if (k < 2)\N\T\Treturn 0;\N\Tif (ph != AP_SKIP && k > 8)
 amqp-run-hash :: fs->subj = fnv_bytes(fs->subj, LOAD(at, 0), k); => fs->subj = fnv_bytes(fs->subj, LOAD(at, 1), k);
