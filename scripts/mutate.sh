@@ -131,13 +131,19 @@ stomp-run-colon :: m |= zero_bytes(w ^ (':' * ONES)); => m |= 0;
 stomp-run-key-end :: stomp_key_end(fs, sf);\N\T\Treturn k + 1; => fs->sflags = sf | ST_VAL;\N\T\Treturn k + 1;
 stomp-line-end-dest :: fs->sflags = sf & ~(ST_VAL | ST_INDEST | ST_INCL | ST_NODIG | ST_CR); => fs->sflags = sf & ~(ST_VAL | ST_INCL | ST_NODIG | ST_CR);
 stomp-run-stale :: if (k > end - at)\N\T\Tk = end - at;\N\Tbool colon => bool colon
-amqp-run-last :: if (k < 2)\N\T\Treturn 0;\N\Tk -= 1;\N\Tif (ph != AP_SKIP && k > 8) => if (k < 2)\N\T\Treturn 0;\N\Tif (ph != AP_SKIP && k > 8)
+amqp-run-last :: k = fs->aleft;\N\T\Tk -= 1;\N\T\Tif (ph != AP_SKIP => k = fs->aleft;\N\T\Tif (ph != AP_SKIP
+amqp-run-aleft :: if (fs->aleft < 2)\N\T\Treturn 0; => if (fs->aleft < 1)\N\T\Treturn 0;
+amqp-run-arg-byte :: amqp_arg(fs, *AT(at, 0)); => amqp_arg(fs, *AT(at, 1));
+amqp-fixed-last :: __u32 last = s == F_A_HDR ? 6 : => __u32 last = s == F_A_HDR ? 7 :
+amqp-fixed-chdr-size :: s == F_A_METH ? 9 : 18); => s == F_A_METH ? 9 : 17);
+amqp-fixed-hdr-chan :: be_append(fs->num[0], be, i, k, 1, 2); => be_append(fs->num[0], be, i, k, 1, 3);
+be-append-shift :: (be >> (8 * (i + k - 1 - b))) => (be >> (8 * (i + k - b)))
 amqp-run-hash :: fs->subj = fnv_bytes(fs->subj, LOAD(at, 0), k); => fs->subj = fnv_bytes(fs->subj, LOAD(at, 1), k);
 redis-run-in-cmd :: if (cmd && (fs->dir & 1) == BT_DIR_IN)\N\T\Treturn 0; => if (0)\N\T\Treturn 0;
 redis-run-last :: k -= 1;\N\Tif (k > 8)\N\T\Tk = 8; => if (k > 8)\N\T\Tk = 8;
 run-fnv-order :: h = (h ^ ((w >> (8 * j)) & 0xff)) * FNV_PRIME; => h = (h ^ ((w >> (8 * (7 - j))) & 0xff)) * FNV_PRIME;
 run-first-flag :: * 0x0001020304050607ULL) >> 56; => * 0x0102030405060708ULL) >> 56;
-runs-tls :: if (fs->pos < 3 || at >= end) => if (at >= end)
+runs-tls :: if (fs->pos < 3 || at >= end)\N\T\T\Tbreak; /* tls_byte => if (at >= end)\N\T\T\Tbreak; /* tls_byte
 EOF
 )
 
