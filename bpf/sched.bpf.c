@@ -76,7 +76,8 @@ struct {
  * clocks (schedclock.h). */
 const volatile bool emit_events = false;
 const volatile bool stream_gc_only = false;
-/* Wake the reader only once this much is waiting; it also polls. */
+/* Wake the reader only each time this much more is waiting (ring_wake); it
+ * also polls. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
 struct {
@@ -99,8 +100,7 @@ static __always_inline void emit_switch(struct cpu_stats *cs, __u64 now, __u32 c
 		ev.flags |= SCHED_EV_CHARGED;
 		ev.charged_ns = charged;
 	}
-	__u64 flags = bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-											: BPF_RB_NO_WAKEUP;
+	__u64 flags = ring_wake(bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA), RING_REC(sizeof(ev)), wakeup_bytes);
 	if (bpf_ringbuf_output(&switches, &ev, sizeof(ev), flags) == 0) {
 		if (cs)
 			cs->events++;

@@ -45,9 +45,9 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by the loader before the program is loaded. */
 const volatile __u32 targ_tgid = 0;
 const volatile __u32 scan_limit = 0xffffffff; /* bytes scanned per call at most (an optional cap) */
-/* Wake the reader only once this much is waiting; it also polls on a short
- * timer. A wake-up per record (the default) costs the traced call about a
- * microsecond and the reader a context switch per event. */
+/* Wake the reader only each time this much more is waiting (ring_wake); it
+ * also polls on a short timer. A wake-up per record (the default) costs the
+ * traced call about a microsecond and the reader a context switch per event. */
 const volatile __u64 wakeup_bytes = 1 << 20;
 /* enum bt_match: markers (the default) or protocol frames (frame.bpf.h). A
  * constant, so that the verifier drops the mode not asked for. */
@@ -472,8 +472,6 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 	__u64 now = bpf_ktime_get_ns();
 	__u32 scan_ns = now - c->ev[0].ts_ns;
 	stamp_events(c, now);
-	__u64 wake = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-										   : BPF_RB_NO_WAKEUP;
 	for (__u32 i = 0; i < NEV; i++) {
 		struct bt_event *e = &c->ev[i];
 		__u32 n = e->nr_markers;
@@ -486,7 +484,10 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 		if (more || i < c->nev)
 			e->flags |= BT_EV_MORE;
 		__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
-		if (bpf_ringbuf_output(&events, e, size, i == c->nev ? wake : BPF_RB_NO_WAKEUP) == 0) {
+		/* Each record's own crossing (no sum kept: the stack is at its
+		 * bound on the syscalls path of Linux 6.1). */
+		__u64 wake = ring_wake(bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA), RING_REC(size), wakeup_bytes);
+		if (bpf_ringbuf_output(&events, e, size, wake) == 0) {
 			st->events += 1;
 		} else {
 			st->dropped_events += 1;

@@ -48,8 +48,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by the loader before the program is loaded. */
 const volatile __u32 targ_netns = 0; /* inode of the target's network namespace; 0: any */
 const volatile __u32 targ_tgid = 0;  /* the target's pid (host), whose new listeners are watched; 0: none */
-/* Wake the reader only once this much is waiting; it also polls on a short
- * timer (see bpf/sockio.bpf.c). */
+/* Wake the reader only each time this much more is waiting (ring_wake); it
+ * also polls on a short timer (see bpf/sockio.bpf.c). */
 const volatile __u64 wakeup_bytes = 1 << 20;
 
 #define TCP_ESTABLISHED 1
@@ -181,8 +181,9 @@ static __always_inline void emit(const struct sock *sk, __u64 cookie, __u32 rcv_
 	ev->rcv_nxt = rcv_nxt;
 	ev->lport = sk->__sk_common.skc_num;
 	ev->flags = flags;
-	bpf_ringbuf_submit(ev, bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP
-											      : BPF_RB_NO_WAKEUP);
+	/* The reserved record is already counted as waiting. */
+	__u64 avail = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) - RING_REC(sizeof(*ev));
+	bpf_ringbuf_submit(ev, ring_wake(avail, RING_REC(sizeof(*ev)), wakeup_bytes));
 	__sync_fetch_and_add(&st->events, 1);
 }
 

@@ -100,9 +100,10 @@ func SetVars(spec *ebpf.CollectionSpec, vars map[string]any) error {
 
 // SizeRing gives spec's ring buffer map ring size bytes (0 keeps the
 // object's default) and sets the object's wakeup_bytes to an eighth of it:
-// the programs wake the reader only when that much is waiting, since a
-// wake-up per record costs the traced task about a microsecond, and the
-// reader polls every RingPoll otherwise.
+// the programs wake the reader only each time that much more is waiting
+// (ring_wake in bpf/include/brokertrace.h), since a wake-up per record
+// costs the traced task about a microsecond (an irq_work, a self-IPI), and
+// the reader polls every RingPoll otherwise.
 func SizeRing(spec *ebpf.CollectionSpec, ring string, size int) error {
 	if size != 0 {
 		if size < os.Getpagesize() || size&(size-1) != 0 {

@@ -1,9 +1,9 @@
 // Package testutil holds the helpers that brokertrace's tests share: the
 // root check, the watcher for the recording's "attached" line, reading a
 // whole CSV file, free loopback ports, a throwaway CA and server
-// certificate. It imports only the standard library, so that the tests of
-// any package, down to the bottom layer, can use it without an import
-// cycle.
+// certificate, irq_work interrupts per CPU. It imports only the standard
+// library and golang.org/x/sys, so that the tests of any package, down to
+// the bottom layer, can use it without an import cycle.
 package testutil
 
 import (
