@@ -211,8 +211,7 @@ __noinline int frame_confirm(__u32 d, __u32 count)
 		return 0;
 	}
 	st->frame_held[d] += 1;
-	__u64 wake = ring_wake(bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA), RING_REC(sizeof(c->fs.held)), wakeup_bytes);
-	if (bpf_ringbuf_output(&events, c->fs.held, sizeof(c->fs.held), wake) == 0) {
+	if (bpf_ringbuf_output(&events, c->fs.held, sizeof(c->fs.held), RING_WAKE(&events, sizeof(c->fs.held))) == 0) {
 		st->events += 1;
 	} else {
 		st->dropped_events += 1;

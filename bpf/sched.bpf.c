@@ -100,8 +100,7 @@ static __always_inline void emit_switch(struct cpu_stats *cs, __u64 now, __u32 c
 		ev.flags |= SCHED_EV_CHARGED;
 		ev.charged_ns = charged;
 	}
-	__u64 flags = ring_wake(bpf_ringbuf_query(&switches, BPF_RB_AVAIL_DATA), RING_REC(sizeof(ev)), wakeup_bytes);
-	if (bpf_ringbuf_output(&switches, &ev, sizeof(ev), flags) == 0) {
+	if (bpf_ringbuf_output(&switches, &ev, sizeof(ev), RING_WAKE(&switches, sizeof(ev))) == 0) {
 		if (cs)
 			cs->events++;
 	} else if (cs) {

@@ -486,8 +486,7 @@ static __always_inline void flush_events(struct scan_ctx *c, struct bt_stats *st
 		__u64 size = __builtin_offsetof(struct bt_event, markers) + n * sizeof(struct bt_marker);
 		/* Each record's own crossing (no sum kept: the stack is at its
 		 * bound on the syscalls path of Linux 6.1). */
-		__u64 wake = ring_wake(bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA), RING_REC(size), wakeup_bytes);
-		if (bpf_ringbuf_output(&events, e, size, wake) == 0) {
+		if (bpf_ringbuf_output(&events, e, size, RING_WAKE(&events, size)) == 0) {
 			st->events += 1;
 		} else {
 			st->dropped_events += 1;

@@ -43,7 +43,7 @@ carry-3-words :: for (__u64 k = 0; k < 4; k++) { => for (__u64 k = 0; k < 3; k++
 carry-saved-bytes :: c->carry[2] = load64(b + 16); => c->carry[2] = load64(b + 15);
 stage-carried-start :: return HEAD - cl; => return HEAD - cl + 1;
 scan-full-chunk :: if (len == 0 || len > SCAN_CHUNK) => if (len == 0 || len >= SCAN_CHUNK)
-wake-above-threshold :: ring_wake(bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA), RING_REC(size), wakeup_bytes); => (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP);
+wake-above-threshold :: RING_WAKE(&events, size)) => (bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= wakeup_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP))
 EOF
 )
 
@@ -52,7 +52,7 @@ frame_tests='^(TestKernelFrames|TestKernelFramesTLS|TestKernelFramesJoined|TestK
 frame_mutants=$(
 	cat <<'EOF'
 space-no-tab :: return ch == ' ' || ch == '\t' || => return ch == ' ' ||
-held-wake-default :: RING_REC(sizeof(c->fs.held)), wakeup_bytes); => RING_REC(sizeof(c->fs.held)), wakeup_bytes) & 0;
+held-wake-default :: RING_WAKE(&events, sizeof(c->fs.held))) => 0)
 verb-case :: (ch >= 'a' && ch <= 'z' ? ch - 32 : ch) => (ch)
 pub-fields :: w == W3('P', 'U', 'B') && (nf == 3 || nf == 4) => w == W3('P', 'U', 'B') && (nf == 3)
 hpub-sizes :: (nf == 4 || nf == 5) && n0 && n1 && v0 <= v1 => (nf == 4 || nf == 5) && n0 && n1 && v0 < v1

@@ -44,4 +44,9 @@ static __always_inline __u64 ring_wake(__u64 avail, __u64 bytes, __u64 every)
 	return BPF_RB_FORCE_WAKEUP;
 }
 
+/* RING_WAKE is ring_wake's flags for a record of size bytes about to be
+ * written to ring, in a program that declares wakeup_bytes (every probe
+ * that writes a ring buffer: its loader sets it, probes.SizeRing). */
+#define RING_WAKE(ring, size) ring_wake(bpf_ringbuf_query(ring, BPF_RB_AVAIL_DATA), RING_REC(size), wakeup_bytes)
+
 #endif /* BROKERTRACE_H */

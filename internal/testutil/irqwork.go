@@ -46,22 +46,29 @@ func IRQWork(tb testing.TB, cpu int) uint64 {
 }
 
 // OnCPU runs f on a thread pinned to cpu and returns the irq_work
-// interrupts that CPU took meanwhile. The thread is discarded after.
+// interrupts that CPU took meanwhile. The thread is discarded after. A
+// Fatal within f (or the counts) ends that goroutine only: the deferred
+// close lets the test's own goroutine see the failure and stop there.
 func OnCPU(tb testing.TB, cpu int, f func()) uint64 {
 	tb.Helper()
-	done := make(chan uint64)
+	var n uint64
+	done := make(chan struct{})
 	go func() {
+		defer close(done)
 		runtime.LockOSThread() // never unlocked: the pinned thread exits with the goroutine
 		var set unix.CPUSet
 		set.Set(cpu)
 		if err := unix.SchedSetaffinity(0, &set); err != nil {
 			tb.Error(err)
-			close(done)
 			return
 		}
 		before := IRQWork(tb, cpu)
 		f()
-		done <- IRQWork(tb, cpu) - before
+		n = IRQWork(tb, cpu) - before
 	}()
-	return <-done
+	<-done
+	if tb.Failed() {
+		tb.FailNow()
+	}
+	return n
 }
