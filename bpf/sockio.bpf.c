@@ -198,6 +198,7 @@ struct fstate {
 	__u64 subj;   /* FNV-1a of the subject */
 	__u64 word;   /* the verb's bytes, upper-cased, shifted in */
 	__u64 num[2]; /* the last two fields as sizes: num[1] the last */
+	__u64 key2;   /* STOMP: the 8 bytes of the command or key before word's (see st_shift) */
 	__u32 skip;   /* bytes to skip before the payload (NATS headers) */
 	__u32 remain; /* payload bytes left to hash */
 	__u32 len;    /* payload bytes hashed */

@@ -9,7 +9,9 @@ import (
 // TestReadInsidePause: a read that returns 6 ms into an 85 ms GC (the JVM
 // thread was in the system call when the safepoint began: seen in
 // TestCalibrateJVMPauses), or two reads 5 ms into a 71 ms one (seen too),
-// do not split the pause; a stall that begins a
+// do not split the pause, nor does one read that returns the twelve
+// messages queued 6 ms into an 88 ms GC at 2000 msg/s (seen: the GC was
+// taken for two pauses, 49 µs apart); a stall that begins a
 // PauseMin or more after a pause ended is a pause of its own, and a
 // message read normally after a pause ends it.
 func TestReadInsidePause(t *testing.T) {
@@ -30,13 +32,25 @@ func TestReadInsidePause(t *testing.T) {
 		{tin: 130*ms + ms/10, arrive: 130 * ms},     //
 		{tin: 196 * ms, arrive: 130*ms + ms/10 + 1}, // the rest of it
 		{tin: 197 * ms, arrive: 197 * ms},
+		{tin: 198 * ms, arrive: 198 * ms},
+		{tin: 290 * ms, arrive: 290 * ms}, // idle between
+		{tin: 291 * ms, arrive: 291 * ms},
 	}
+	// An 88 ms GC from 300 ms: a read 6 ms into it brings 12 messages.
+	for k := range int64(12) {
+		reads = append(reads, read{tin: 306 * ms, arrive: 300*ms + k*ms/2})
+	}
+	for k := range int64(4) { // the rest, read once it ended
+		reads = append(reads, read{tin: 388*ms + k, arrive: 306*ms + ms/4 + k*ms/2})
+	}
+	reads = append(reads, read{tin: 389 * ms, arrive: 389 * ms}, read{tin: 390 * ms, arrive: 390 * ms})
 	p := &recfile.CalPauses{MinNs: 5 * ms}
 	got := stepPauses(0, reads, p)
 	want := []recfile.CalPauseRow{
 		{Start: 2 * ms, End: 87 * ms, Dur: 85 * ms},
 		{Start: 100 * ms, End: 120 * ms, Dur: 20 * ms},
 		{Start: 125 * ms, End: 196 * ms, Dur: 71 * ms},
+		{Start: 300 * ms, End: 388 * ms, Dur: 88 * ms},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("%d pauses %+v, want %+v", len(got), got, want)

@@ -35,6 +35,9 @@ func (e *Experiment) runLoad(url string, dir *outdir.Dir, l loadSpec) (recfile.L
 	args := []string{"-c", e.LoadCPUs, e.Exe, "load", "--url", url, "--size", strconv.Itoa(e.Size),
 		"--rate", strconv.FormatFloat(l.rate, 'g', -1, 64),
 		"--out", out, "--subject", "brokertrace.overhead." + l.name, "--drain", drain.String()}
+	if e.Payload != "" {
+		args = append(args, "--payload", e.Payload)
+	}
 	if l.count > 0 {
 		args = append(args, "--count", strconv.Itoa(l.count))
 	}

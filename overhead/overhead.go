@@ -42,6 +42,7 @@ type Experiment struct {
 	WarmupCount int           // messages sent as fast as possible first, discarded
 	Count       int           // messages of the saturation load
 	Size        int           // body size, marker included
+	Payload     string        // the loads' --payload ("": the load's default)
 	Rate        float64       // msg/s of the latency load
 	Latency     time.Duration // how long the latency load sends
 	LatencyWarm time.Duration // its first part, left out
@@ -151,7 +152,7 @@ func (e *Experiment) header() *recfile.Overhead {
 		Broker: e.Broker.Name, Command: e.Broker.commandLine(),
 		Options: recfile.OverheadOptions{
 			Runs: e.Runs, Configs: configNames(e.Configs), WarmupCount: e.WarmupCount, Count: e.Count,
-			Size: e.Size, Rate: e.Rate, LatencyNs: e.Latency.Nanoseconds(), LatencyWarmNs: e.LatencyWarm.Nanoseconds(),
+			Size: e.Size, Payload: e.Payload, Rate: e.Rate, LatencyNs: e.Latency.Nanoseconds(), LatencyWarmNs: e.LatencyWarm.Nanoseconds(),
 			BrokerCPUs: e.BrokerCPUs, LoadCPUs: e.LoadCPUs, TracerCPUs: e.TracerCPUs,
 			CPURate: e.CPURate, CPUNs: e.CPUDuration.Nanoseconds(), ProgStats: e.ProgStats,
 			RatioCI: e.RatioCI, LatencyCINs: e.LatencyCINs, MaxRuns: e.MaxRuns,

@@ -30,8 +30,9 @@ func buildBrokertrace(t *testing.T) string {
 
 // TestOverheadNATS is a short real experiment, run as a user runs it: a
 // fresh nats-server per run, untraced, a full recording, bpftrace,
-// tcpdump and a recording matching by frame. The truths are the load generator's own counts and the files
-// the tracers wrote.
+// tcpdump and a recording matching by frame, every load sending JSON
+// events (--payload). The truths are the load generator's own counts and
+// the files the tracers wrote.
 func TestOverheadNATS(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs")
 	testutil.RequireTools(t, "nats-server", "bpftrace", "tcpdump", "taskset")
@@ -39,7 +40,7 @@ func TestOverheadNATS(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "oh")
 	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump,T+I+C+frame",
 		"--warmup", "500", "--count", "5000", "--rate", "2000", "--duration", "1s", "--latency-warmup", "200ms",
-		"--cpu-rate", "5000", "--cpu-duration", "1s", "--out", out)
+		"--cpu-rate", "5000", "--cpu-duration", "1s", "--payload", "json", "--out", out)
 	stdout, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("overhead: %v\n%s", err, stderrOf(err))
@@ -47,6 +48,9 @@ func TestOverheadNATS(t *testing.T) {
 	var res recfile.Overhead
 	if err := recfile.ReadJSON(out, recfile.OverheadFile, &res); err != nil {
 		t.Fatal(err)
+	}
+	if res.Options.Payload != "json" {
+		t.Errorf("overhead.json: payload %q, want json", res.Options.Payload)
 	}
 	names := configNames(Configs)
 	names = slices.DeleteFunc(names, func(n string) bool { return n == ConfI || n == ConfC || n == ConfWPcap })
@@ -98,6 +102,9 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 			t.Fatal(err)
 		}
 		received += s.Received
+		if s.Options.Payload != "json" {
+			t.Errorf("%s/%s: the load sent %q payloads, want json", r.Dir, l, s.Options.Payload)
+		}
 	}
 	if r.ThroughputPerSec <= 0 || r.Received != 5000 || r.LatencyMedian <= 0 {
 		t.Errorf("%s: throughput %.0f, %d of 5000 received, latency median %.0f ns", r.Config, r.ThroughputPerSec, r.Received, r.LatencyMedian)

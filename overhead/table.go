@@ -1,6 +1,7 @@
 package overhead
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -171,7 +172,7 @@ func machine(res *recfile.Overhead) string {
 	if res.Stop != "" {
 		runs = res.Stop
 	}
-	return fmt.Sprintf("%s, %s (configurations interleaved in rounds, a fresh broker each run), %d B messages: saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out); tracer CPU at %.0f msg/s for %v. Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
-		res.Broker, runs, o.Size, o.Count, o.WarmupCount, o.Rate, time.Duration(o.LatencyNs), time.Duration(o.LatencyWarmNs),
+	return fmt.Sprintf("%s, %s (configurations interleaved in rounds, a fresh broker each run), %d B messages (%s payloads): saturation %d messages after %d warm-up; latency at %.0f msg/s for %v (first %v left out); tracer CPU at %.0f msg/s for %v. Broker on CPU %s, load on CPU %s. %s, %d CPUs, Linux %s, %s.",
+		res.Broker, runs, o.Size, cmp.Or(o.Payload, "fixed"), o.Count, o.WarmupCount, o.Rate, time.Duration(o.LatencyNs), time.Duration(o.LatencyWarmNs),
 		o.CPURate, time.Duration(o.CPUNs), o.BrokerCPUs, o.LoadCPUs, res.CPUModel, res.Host.CPUs, res.Host.Kernel, res.StartWall)
 }

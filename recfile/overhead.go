@@ -40,6 +40,11 @@ type OverheadOptions struct {
 	CPURate       float64  `json:"cpu_rate"`          // msg/s of the fixed-rate CPU phase
 	CPUNs         int64    `json:"cpu_ns"`            // how long the CPU phase sends
 	ProgStats     bool     `json:"prog_stats"`        // the kernel's BPF run-time statistics on in the CPU phase
+	// Payload is the loads' kind of body (brokertrace load --payload):
+	// what the marker scan and the frame parser read, and so their
+	// in-kernel costs, differ with it. "" in files from before the option:
+	// fixed.
+	Payload string `json:"payload,omitempty"`
 	// Rounds go on past Runs, up to MaxRuns, until every traced
 	// configuration's paired throughput ratio has a 95% CI within
 	// ±RatioCI and its paired added latency one no wider than

@@ -84,11 +84,11 @@ mqtt-level :: if (ch < 3 || ch > 5) { => if (ch < 4 || ch > 5) {
 mqtt-connect-rest :: mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1] + 1), o); => mqtt_skip(c, fs, fs->num[0] - (2 + fs->num[1]), o);
 stomp-cr-kept :: fs->sflags |= ST_CR;\N\T} else { => fs->sflags |= 0;\N\T} else {
 stomp-cr-lost :: stomp_content(fs, '\r');\N\T\Tif (ch != '\r') { => if (ch != '\r') {
-stomp-any-dest :: if (fs->word == ST_H_DESTINATION && !(sf & ST_DEST)) { => if (fs->word == ST_H_DESTINATION) {
-stomp-any-cl :: } else if (fs->word == ST_H_CONTENT_LENGTH && !(sf & ST_CL)) { => } else if (fs->word == ST_H_CONTENT_LENGTH) {
+stomp-any-dest :: if (ST_IS(l, fs, ST_K_DESTINATION) && !(sf & ST_DEST)) { => if (ST_IS(l, fs, ST_K_DESTINATION)) {
+stomp-any-cl :: } else if (ST_IS(l, fs, ST_K_CONTENT_LENGTH) && !(sf & ST_CL)) { => } else if (ST_IS(l, fs, ST_K_CONTENT_LENGTH)) {
 stomp-empty-cl :: ((sf & ST_NODIG) || fs->num[0] > MAX_PAYLOAD) => (fs->num[0] > MAX_PAYLOAD)
 stomp-colon-in-value :: if (fs->field == 0 || !(sf & ST_VAL)) { => if (fs->field == 0 || !(sf & ST_VAL) || ch == ':') {
-stomp-command :: if (h == ST_H_MESSAGE)\N\T\Treturn 1; => if (h == ST_H_MESSAGE || h == ST_H_ERROR)\N\T\Treturn 1;
+stomp-command :: if (ST_IS(l, fs, ST_K_MESSAGE))\N\T\Treturn 1; => if (ST_IS(l, fs, ST_K_MESSAGE) || ST_IS(l, fs, ST_K_ERROR))\N\T\Treturn 1;
 stomp-max-header :: (fs->state == F_ST_HDR && line >= MAX_HEADER) => (fs->state == F_ST_HDR && line > MAX_HEADER)
 stomp-nul-resync :: if (line > 1) { /* else => if (line > 0) { /* else
 stomp-body-end :: h->markers[0].end = h->bytes;\N\T\Tfs->flags &= ~FF_HELD_NOW; => fs->flags &= ~FF_HELD_NOW;
@@ -120,8 +120,12 @@ amqp-interleaved :: st->frame_interleaved[d] += 1; => st->frame_interleaved[d] +
 amqp-empty-body :: if (af & A_MSG)\N\T\T\Taf |= A_EMITEND; => if (af & 0)\N\T\T\Taf |= A_EMITEND;
 amqp-resync :: if (ch == AMQP_FRAME_END) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N} => if (ch == 0) {\N\T\Tst->frame_resyncs[d] += 1;\N\T\Tfs->state = F_LINE;\N\T}\N}
 amqp-body-size :: if (i >= 11 && i <= 18) => if (i >= 11 && i <= 17)
-stomp-fast-cr :: ch == '\r' || (sf & (ST_CR | ST_INCL)) || => ch == '\r' || (sf & ST_INCL) ||
-stomp-fast-incl :: ch == '\r' || (sf & (ST_CR | ST_INCL)) || => ch == '\r' || (sf & ST_CR) ||
+stomp-fast-cr :: ch == '\r' || (sf & ST_CR) ||\N => ch == '\r' ||\N
+stomp-fast-digit :: if (ch < '0' || ch > '9' || v > MAX_PAYLOAD)\N\T\T\Treturn false; => if (v > MAX_PAYLOAD)\N\T\T\Treturn false;
+stomp-fast-nodig :: fs->sflags = sf & ~ST_NODIG;\N\T} else if (sf & ST_INDEST) { => } else if (sf & ST_INDEST) {
+stomp-shift-key2 :: fs->key2 = (fs->key2 << 8) | (fs->word >> 56); => fs->key2 = fs->key2 << 8;
+stomp-run-shift :: fs->word = ((fs->word << sh) << 1) | rev; => fs->word = (fs->word << sh) | rev;
+stomp-run-key2 :: fs->key2 = ((fs->key2 << sh) << 1) | (fs->word >> (64 - 8 * k)); => fs->key2 = (fs->key2 << sh) << 1;
 stomp-fast-line :: fs->line += 1;\N\Tfs->num[1] += 1;\N\Treturn true; => fs->num[1] += 1;\N\Treturn true;
 amqp-fast-hdr :: if (s == F_A_HDR && i <= 5) { => if (s == F_A_HDR && i <= 6) {
 amqp-fast-meth :: } else if (s == F_A_METH && i < 10) { => } else if (s == F_A_METH && i <= 10) {

@@ -7,11 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/brokertrace/brokertrace/load"
 	"github.com/brokertrace/brokertrace/outdir"
 	"github.com/brokertrace/brokertrace/overhead"
 	"github.com/brokertrace/brokertrace/probes"
@@ -21,7 +24,7 @@ import (
 
 // overheadFlags are the flags of `brokertrace overhead`.
 type overheadFlags struct {
-	broker, url, out                   string
+	broker, url, out, payload          string
 	configs                            []string
 	runs, maxRuns, warmup, count, size int
 	rate, cpuRate, ratioCI             float64
@@ -98,6 +101,7 @@ progress with an ETA on stderr. Needs root.`,
 	fl.IntVar(&f.warmup, "warmup", 50000, "messages sent as fast as possible at the start of every run and discarded")
 	fl.IntVar(&f.count, "count", 200000, "messages of the saturation load")
 	fl.IntVar(&f.size, "size", 1024, "message body size in bytes, marker included")
+	fl.StringVar(&f.payload, "payload", load.PayloadFixed, "the loads' message bodies (brokertrace load --payload): fixed, json, random or same; the in-kernel costs differ with what the probes read")
 	fl.Float64Var(&f.rate, "rate", 5000, "rate of the latency load, msg/s")
 	fl.DurationVar(&f.latency, "duration", 5*time.Second, "how long the latency load sends")
 	fl.DurationVar(&f.latencyWarm, "latency-warmup", time.Second, "first part of the latency load left out of the latency")
@@ -171,6 +175,8 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 		return nil, errors.New("overhead: --cpu-rate and --cpu-duration must be positive")
 	case (len(args) > 0) != (f.url != ""):
 		return nil, errors.New("overhead: --url and a broker command after -- go together")
+	case !slices.Contains(load.Payloads, f.payload):
+		return nil, fmt.Errorf("overhead: --payload %q is unknown: use %s", f.payload, strings.Join(load.Payloads, ", "))
 	}
 	b := overhead.Broker{Name: f.broker, Command: args, URL: f.url}
 	switch {
@@ -192,7 +198,7 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 	}
 	return &overhead.Experiment{
 		Broker: b, Configs: cs, Runs: f.runs, Exe: exe, Out: f.out,
-		WarmupCount: f.warmup, Count: f.count, Size: f.size, Rate: f.rate, Latency: f.latency, LatencyWarm: f.latencyWarm,
+		WarmupCount: f.warmup, Count: f.count, Size: f.size, Payload: f.payload, Rate: f.rate, Latency: f.latency, LatencyWarm: f.latencyWarm,
 		CPURate: f.cpuRate, CPUDuration: f.cpuTime, ProgStats: f.progStats,
 		RatioCI: f.ratioCI, LatencyCINs: float64(f.latencyCI.Nanoseconds()), MaxRuns: maxRuns(f),
 		BrokerCPUs: f.brokerCPUs, LoadCPUs: f.loadCPUs, TracerCPUs: f.tracerCPUs,

@@ -100,6 +100,7 @@ type sockioFstate struct {
 	Subj         uint64
 	Word         uint64
 	Num          [2]uint64
+	Key2         uint64
 	Skip         uint32
 	Remain       uint32
 	Len          uint32
