@@ -112,8 +112,8 @@ func validate(c Config) error {
 		return configErrorf("late-after %v is invalid: give a duration ≥ 0", c.LateAfter)
 	case c.Size < marker.Len:
 		return configErrorf("size %d bytes is too small: every message carries a %d-byte marker, so size must be ≥ %d", c.Size, marker.Len, marker.Len)
-	case !slices.Contains(Payloads, c.Payload):
-		return configErrorf("payload %q is unknown: use %s", c.Payload, strings.Join(Payloads, ", "))
+	case CheckPayload(c.Payload) != nil:
+		return CheckPayload(c.Payload)
 	case c.Pattern != PatternRegular && c.Pattern != PatternBursty:
 		return configErrorf("pattern %q is unknown: use %q or %q", c.Pattern, PatternRegular, PatternBursty)
 	case c.Pattern == PatternBursty && c.Rate == 0:

@@ -2,7 +2,9 @@ package load
 
 import (
 	"bytes"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/brokertrace/brokertrace/marker"
 	"github.com/brokertrace/brokertrace/monotime"
@@ -23,6 +25,15 @@ const (
 
 // Payloads are the payload kinds.
 var Payloads = []string{PayloadFixed, PayloadJSON, PayloadRandom, PayloadSame}
+
+// CheckPayload returns a configuration error unless p is a payload kind:
+// for the commands that pass a kind on to a load before it runs.
+func CheckPayload(p string) error {
+	if slices.Contains(Payloads, p) {
+		return nil
+	}
+	return configErrorf("payload %q is unknown: use %s", p, strings.Join(Payloads, ", "))
+}
 
 // fill writes message id's body. json and random bodies are new per
 // message, as production traffic is (matching by frame fingerprints the

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -175,8 +173,8 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 		return nil, errors.New("overhead: --cpu-rate and --cpu-duration must be positive")
 	case (len(args) > 0) != (f.url != ""):
 		return nil, errors.New("overhead: --url and a broker command after -- go together")
-	case !slices.Contains(load.Payloads, f.payload):
-		return nil, fmt.Errorf("overhead: --payload %q is unknown: use %s", f.payload, strings.Join(load.Payloads, ", "))
+	case load.CheckPayload(f.payload) != nil:
+		return nil, fmt.Errorf("overhead: --%w", load.CheckPayload(f.payload))
 	}
 	b := overhead.Broker{Name: f.broker, Command: args, URL: f.url}
 	switch {
