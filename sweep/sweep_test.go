@@ -206,7 +206,10 @@ func checkIdle(t *testing.T, out string, sw *recfile.Sweep) {
 	if math.Abs(st.BrokerUtil-oncpu/dur) > 0.005 || st.BrokerUtil > 0.05 {
 		t.Errorf("idle nats-server: %.4f CPU (cgroup), %.4f on CPU (sched.csv): want them within 0.005, below 0.05", st.BrokerUtil, oncpu/dur)
 	}
-	if want := vol / (dur / 1e9); vol == 0 || math.Abs(st.WakeupsPerSec-want) > 1e-9*want {
+	// An idle nats-server may not wake at all in the half-second window
+	// (its own timers are minutes apart), so zero is a valid count here;
+	// calibrate's TestBackgroundKnown checks a known, non-zero rate.
+	if want := vol / (dur / 1e9); math.Abs(st.WakeupsPerSec-want) > 1e-9*want {
 		t.Errorf("idle wake-ups %.3f/s, want sched.csv's %.3f/s", st.WakeupsPerSec, want)
 	}
 }
