@@ -71,7 +71,9 @@ test: deps build check-generated cross
 # and RabbitMQ: a sweep that finds each broker's knee, calibration on its
 # regular steps, model files, the prediction beside the measurement, and
 # the same model against a second sweep with another ladder (the README's
-# tables).
+# tables). Then the frame parser's cost against the marker scan's on the
+# same calls of five brokers (scripts/same-calls.sh, about 10 minutes;
+# README "On the same calls").
 OVERHEAD_FLAGS ?= --quick
 # The memory soak: SOAK_SECONDS=3600 for the goal's hour (RSS <= 150 MB,
 # flat, at 100 000 msg/s).
@@ -82,6 +84,7 @@ bench: deps build
 	bin/brokertrace overhead $(OVERHEAD_FLAGS) --broker nats --out brokertrace-overhead-nats
 	bin/brokertrace overhead $(OVERHEAD_FLAGS) --broker activemq --out brokertrace-overhead-activemq
 	scripts/model-bench.sh brokertrace-model
+	scripts/same-calls.sh brokertrace-same-calls
 	-SOAK_SECONDS=$(SOAK_SECONDS) scripts/soak.sh
 
 # The goal's hour: RSS <= 150 MB and flat at 100 000 msg/s (about 62 minutes).

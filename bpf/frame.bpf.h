@@ -1942,12 +1942,13 @@ __noinline int frame_runs(void)
 		return 0;
 	volatile struct scan_ctx *vc = c;
 	vfs_t *fs = &c->fs;
+	vc->runs_full = 0;
 	for (__u32 i = 0; i < FRAME_RUNS; i++) {
 		__u64 at = vc->f_at, end = vc->f_end;
 		__u8 s = fs->state;
 		__u64 k = 0;
 		if (fs->pos < 3 || at >= end)
-			break; /* tls_byte may still want the stream's first bytes */
+			return 0; /* tls_byte may still want the stream's first bytes */
 		if (HAS_PROTO(BT_PROTO_STOMP) && fs->proto == BT_PROTO_STOMP && s == F_ST_HDR)
 			k = stomp_run(c, fs, at, end);
 		else if (HAS_PROTO(BT_PROTO_AMQP) && fs->proto == BT_PROTO_AMQP && s == F_A_ARGS)
@@ -1955,10 +1956,11 @@ __noinline int frame_runs(void)
 		else if (HAS_PROTO(BT_PROTO_REDIS) && fs->proto == BT_PROTO_REDIS && s == F_R_STR)
 			k = redis_run(c, fs, at, end);
 		if (k == 0)
-			break;
+			return 0;
 		vc->f_at = at + k;
 		fs->pos += k;
 	}
+	vc->runs_full = 1;
 	return 0;
 }
 
@@ -2008,6 +2010,8 @@ __noinline __u64 frame_bytes(__u64 o, __u64 end)
 				frame_due(fs);
 				if (fs->state == F_ST_HDR && !(fs->sflags & (ST_CR | ST_INCL)))
 					frame_runs();
+			} else if (vc->runs_full) {
+				frame_runs(); /* the rest of a long value: runs, not a byte step each */
 			}
 		} else if (HAS_PROTO(BT_PROTO_REDIS) && fs->proto == BT_PROTO_REDIS) {
 			if (!redis_fast(fs, ch, fs->dir & 1)) {

@@ -280,6 +280,7 @@ struct scan_ctx {
 	/* The scheduler's clocks at the call's time (stamp_events). */
 	struct sched_stamp stamp;
 	__u64 f_at, f_end; /* frame_bytes's run */
+	__u32 runs_full;   /* frame_runs stopped at FRAME_RUNS, not where runs end */
 	struct bt_user_msghdr mh; /* classify: a recvmsg/sendmsg's msghdr */
 	__u32 filled;
 	__u32 tls_found;

@@ -43,6 +43,7 @@ const (
 	ConfW        = "T+I+C+W"
 	ConfWPcap    = "T+I+C+W+pcap"
 	ConfCFrame   = "T+I+C+frame"
+	ConfCBoth    = "T+I+C+both"
 	ConfBpftrace = "bpftrace"
 	ConfTcpdump  = "tcpdump"
 )
@@ -80,6 +81,7 @@ var Configs = []Config{
 	{Name: ConfTcpdump, Description: "tcpdump -w of the broker's port on lo, 96-byte snaplen (headers only)", tracer: tcpdump},
 	{Name: ConfWPcap, Description: "T+I+C+W with the headers also written to a pcapng file (--pcap)", recorded: true, matches: true, tracer: pcapRecord, extra: true},
 	{Name: ConfCFrame, Description: "T+I+C matching by frame (--match frame): the kernel parses the broker's protocol (the URL's scheme) and fingerprints every payload", recorded: true, matches: true, tracer: frameRecord, extra: true},
+	{Name: ConfCBoth, Description: "T+I+C matching by marker and, with a second socket probe, by frame (--match both): the two parsers on the same calls in the same window, the frame probe's programs under source " + SourceSockioFrame, recorded: true, matches: true, tracer: bothRecord, extra: true},
 }
 
 // SelectConfigs returns the configurations named (when names is empty,
@@ -133,15 +135,29 @@ func discardRecord(r *runEnv) (*tracerSpec, error) {
 // frameRecord is discardRecord matching by frame, the broker's port parsed
 // in the protocol the load's URL names (nats, mqtt, stomp, amqp, redis).
 func frameRecord(r *runEnv) (*tracerSpec, error) {
+	return matchRecord(r, "frame")
+}
+
+// bothRecord is discardRecord with --match both: the marker scan and the
+// frame parser each in a socket probe of its own, run by the same calls
+// one after the other (the marker probe's programs attached first), so
+// that their costs are compared on the same traffic in the same window,
+// where rounds of the same configuration spread by more than the
+// difference sought on a noisy host.
+func bothRecord(r *runEnv) (*tracerSpec, error) {
+	return matchRecord(r, "both")
+}
+
+func matchRecord(r *runEnv, match string) (*tracerSpec, error) {
 	u, err := url.Parse(r.url)
 	if err != nil {
 		return nil, err
 	}
 	p, err := frame.ParseProto(u.Scheme)
 	if err != nil {
-		return nil, fmt.Errorf("%s: the load's URL %s: %w", ConfCFrame, r.url, err)
+		return nil, fmt.Errorf("--match %s: the load's URL %s: %w", match, r.url, err)
 	}
-	return record(r, r.pid, "--discard", "--match", "frame", "--frame-port", strconv.Itoa(r.port)+"="+p.String()), nil
+	return record(r, r.pid, "--discard", "--match", match, "--frame-port", strconv.Itoa(r.port)+"="+p.String()), nil
 }
 
 // fullRecord is a default recording: `brokertrace record --pid PID --out

@@ -38,7 +38,7 @@ func TestOverheadNATS(t *testing.T) {
 	testutil.RequireTools(t, "nats-server", "bpftrace", "tcpdump", "taskset")
 	bin := buildBrokertrace(t)
 	out := filepath.Join(t.TempDir(), "oh")
-	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump,T+I+C+frame",
+	cmd := exec.Command(bin, "overhead", "--runs", "1", "--configs", "T,T+I+C+W,bpftrace,tcpdump,T+I+C+frame,T+I+C+both",
 		"--warmup", "500", "--count", "5000", "--rate", "2000", "--duration", "1s", "--latency-warmup", "200ms",
 		"--cpu-rate", "5000", "--cpu-duration", "1s", "--payload", "json", "--out", out)
 	stdout, err := cmd.Output()
@@ -146,6 +146,32 @@ func checkRun(t *testing.T, out string, r recfile.OverheadRun) {
 	case ConfTcpdump:
 		checkTracer(t, r)
 		nonEmpty(t, filepath.Join(dir, "tcpdump.pcap"))
+	case ConfCBoth:
+		if r.MatchedShare == nil || *r.MatchedShare != 1 || r.Dropped != 0 {
+			t.Errorf("%s: copies matched %v, %d dropped", r.Config, deref(r.MatchedShare), r.Dropped)
+		}
+		checkProgs(t, r, "sockio", "sock_recv", "sock_send")
+		checkProgs(t, r, SourceSockioFrame, "sock_recv", "sock_send", "frame_sockstate")
+		checkSameCalls(t, r)
+	}
+}
+
+// checkSameCalls checks that --match both's two socket probes ran on the
+// same calls: each program of one as often as its namesake of the other,
+// but for the calls between the two samples (read one after the other).
+func checkSameCalls(t *testing.T, r recfile.OverheadRun) {
+	t.Helper()
+	for _, name := range []string{"sock_recv", "sock_send"} {
+		runs := map[string]uint64{}
+		for _, p := range r.Progs {
+			if p.Name == name {
+				runs[p.Source] += p.Runs
+			}
+		}
+		m, f := runs["sockio"], runs[SourceSockioFrame]
+		if d := max(m, f) - min(m, f); m == 0 || d > 5+m/100 {
+			t.Errorf("%s: %s ran %d times in the marker probe, %d in the frame probe: want the same calls", r.Config, name, m, f)
+		}
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -37,6 +38,73 @@ func sourceOf(info *ebpf.ProgramInfo, other string) string {
 type progSample struct {
 	name, source string
 	runs, ns     uint64
+	maps         []ebpf.MapID
+}
+
+// SourceSockioFrame is the source of the programs of --match both's
+// second socket probe, the one matching by frame.
+const SourceSockioFrame = "sockio-frame"
+
+// frameProgram is the program only a socket probe matching by frame loads.
+const frameProgram = "frame_sockstate"
+
+// splitFrameProbe puts the programs of --match both's frame probe under
+// SourceSockioFrame when the process holds two socket probes. Each probe
+// has maps of its own (they share only maps that other sources' programs
+// hold too, the scheduler's clocks), so the socket programs linked by
+// their own maps fall into one group per probe, and the frame probe's is
+// the group with frameProgram. A single probe, by marker or by frame,
+// keeps source sockio.
+func splitFrameProbe(s map[ebpf.ProgramID]progSample) {
+	foreign := map[ebpf.MapID]bool{}
+	for _, p := range s {
+		if p.source != "sockio" {
+			for _, m := range p.maps {
+				foreign[m] = true
+			}
+		}
+	}
+	owner := map[ebpf.MapID]ebpf.ProgramID{} // a map's first program
+	group := map[ebpf.ProgramID]ebpf.ProgramID{}
+	var find func(ebpf.ProgramID) ebpf.ProgramID
+	find = func(id ebpf.ProgramID) ebpf.ProgramID {
+		if g := group[id]; g != id {
+			group[id] = find(g)
+		}
+		return group[id]
+	}
+	for _, id := range slices.Sorted(maps.Keys(s)) {
+		if s[id].source != "sockio" {
+			continue
+		}
+		group[id] = id
+		for _, m := range s[id].maps {
+			if o, ok := owner[m]; ok && !foreign[m] {
+				group[find(id)] = find(o)
+			} else if !ok {
+				owner[m] = id
+			}
+		}
+	}
+	roots := map[ebpf.ProgramID]bool{}
+	var frameRoot ebpf.ProgramID
+	frames := 0
+	for id := range group {
+		roots[find(id)] = true
+		if s[id].name == frameProgram {
+			frameRoot, frames = find(id), frames+1
+		}
+	}
+	if frames != 1 || len(roots) < 2 {
+		return // no frame probe, a single probe, or probes it cannot tell apart
+	}
+	for id := range group {
+		if find(id) == frameRoot {
+			p := s[id]
+			p.source = SourceSockioFrame
+			s[id] = p
+		}
+	}
 }
 
 // enableProgStats turns the kernel's BPF run-time statistics on until the
@@ -99,9 +167,11 @@ func sampleProgs(pid int, other string) map[ebpf.ProgramID]progSample {
 		st, serr := p.Stats()
 		p.Close()
 		if ierr == nil && serr == nil {
-			out[id] = progSample{name: info.Name, source: sourceOf(info, other), runs: st.RunCount, ns: uint64(st.Runtime.Nanoseconds())}
+			ids, _ := info.MapIDs()
+			out[id] = progSample{name: info.Name, source: sourceOf(info, other), runs: st.RunCount, ns: uint64(st.Runtime.Nanoseconds()), maps: ids}
 		}
 	}
+	splitFrameProbe(out)
 	return out
 }
 

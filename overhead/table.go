@@ -126,6 +126,29 @@ func sumOf(ps []recfile.OverheadProg, source string) recfile.OverheadProg {
 	return costOf(s, s.Messages)
 }
 
+// sameCallLines say, for each configuration with both socket probes
+// (--match both), what the frame probe cost against the marker probe on
+// the same calls: pooled over its runs, and run by run, the figure the
+// cost goal of matching by frame is judged by.
+func sameCallLines(res *recfile.Overhead) []string {
+	var out []string
+	for _, c := range res.Configs {
+		f, m := sumOf(c.Progs, SourceSockioFrame), sumOf(c.Progs, "sockio")
+		if f.Ns == 0 || m.Ns == 0 {
+			continue
+		}
+		var each []string
+		for _, r := range res.Runs {
+			if rf, rm := sumOf(r.Progs, SourceSockioFrame), sumOf(r.Progs, "sockio"); r.Config == c.Name && rf.Ns > 0 && rm.Ns > 0 {
+				each = append(each, fmt.Sprintf("%.2f×", float64(rf.Ns)/float64(rm.Ns)))
+			}
+		}
+		out = append(out, fmt.Sprintf("%s, on the same calls: the frame probe %.0f ns per message against the marker probe's %.0f (%.2f×); run by run %s.",
+			c.Name, f.NsPerMsg, m.NsPerMsg, float64(f.Ns)/float64(m.Ns), strings.Join(each, ", ")))
+	}
+	return out
+}
+
 func perMsg(v float64, messages int) float64 {
 	if messages == 0 {
 		return 0
@@ -142,6 +165,9 @@ func WriteTable(w io.Writer, res *recfile.Overhead, markdown bool) error {
 	if hr := hookRows(res); len(hr) > 0 {
 		fmt.Fprintf(&b, "\nIn-kernel cost per hook, over the %.0f msg/s phase (the kernel's BPF run-time statistics):\n\n", res.Options.CPURate)
 		writeTable(&b, hookHeader(res), hr, markdown)
+	}
+	for _, l := range sameCallLines(res) {
+		fmt.Fprintf(&b, "\n%s\n", l)
 	}
 	fmt.Fprintf(&b, "\n%s\n", machine(res))
 	_, err := io.WriteString(w, b.String())

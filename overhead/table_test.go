@@ -40,3 +40,28 @@ func TestHookTable(t *testing.T) {
 		}
 	}
 }
+
+// TestSameCallLine: --match both's runs, the frame probe's costs chosen
+// (1.5× and 1.25× the marker probe's; pooled 1.375×), give the line that
+// sets the two probes side by side.
+func TestSameCallLine(t *testing.T) {
+	run := func(n int, frameNs uint64) recfile.OverheadRun {
+		return recfile.OverheadRun{Config: ConfCBoth, Run: n, CPUReceived: 100, Progs: []recfile.OverheadProg{
+			{Source: "sockio", Name: "sock_recv", Runs: 100, Ns: 100000, Messages: 100},
+			{Source: SourceSockioFrame, Name: "sock_recv", Runs: 100, Ns: frameNs, Messages: 100},
+			{Source: "sched", Name: "switch_btf", Runs: 100, Ns: 900000, Messages: 100},
+		}}
+	}
+	res := &recfile.Overhead{Broker: "activemq", Options: recfile.OverheadOptions{CPURate: 20000}}
+	runs := []recfile.OverheadRun{run(1, 150000), run(2, 125000)}
+	res.Configs = aggregate([]Config{{Name: ConfCBoth}}, runs, nil)
+	res.Runs = runs
+	var b strings.Builder
+	if err := WriteTable(&b, res, false); err != nil {
+		t.Fatal(err)
+	}
+	want := "T+I+C+both, on the same calls: the frame probe 1375 ns per message against the marker probe's 1000 (1.38×); run by run 1.50×, 1.25×."
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("no %q in\n%s", want, b.String())
+	}
+}

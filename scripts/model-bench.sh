@@ -41,18 +41,9 @@ broker_cmd() {
 		"$top/scripts/activemq.sh" "$base"
 		;;
 	rabbitmq)
-		# A node of its own: its files under BASE, its own epmd (started
-		# below), the Erlang VM in the foreground (exec'd by the script).
-		rm -rf "$base/mnesia"
-		mkdir -p "$base/home" "$base/mnesia" "$base/log"
-		printf 'listeners.tcp.default = 127.0.0.1:15672\nloopback_users = none\n' >"$base/rabbitmq.conf"
-		echo '[].' >"$base/enabled_plugins"
-		: >"$base/rabbitmq-env.conf"
-		printf '%s\n' amqp://guest:guest@127.0.0.1:15672/ env "HOME=$base/home" ERL_EPMD_PORT=14369 \
-			"RABBITMQ_CONF_ENV_FILE=$base/rabbitmq-env.conf" RABBITMQ_NODENAME=bench@localhost RABBITMQ_DIST_PORT=14370 \
-			"RABBITMQ_MNESIA_BASE=$base/mnesia" "RABBITMQ_LOG_BASE=$base/log" RABBITMQ_LOGS=- \
-			"RABBITMQ_CONFIG_FILE=$base/rabbitmq.conf" "RABBITMQ_ENABLED_PLUGINS_FILE=$base/enabled_plugins" \
-			RUNNING_UNDER_SYSTEMD=1 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS=-start_epmd false" /usr/lib/rabbitmq/bin/rabbitmq-server
+		# A node of its own (its epmd started below).
+		echo amqp://guest:guest@127.0.0.1:15672/
+		"$top/scripts/rabbitmq.sh" "$base"
 		;;
 	*)
 		echo "model-bench: broker $1: give nats, activemq or rabbitmq" >&2

@@ -149,7 +149,7 @@ redis-run-in-cmd :: if (cmd && (fs->dir & 1) == BT_DIR_IN)\N\T\Treturn 0; => if 
 redis-run-last :: k -= 1;\N\Tif (k > 8)\N\T\Tk = 8; => if (k > 8)\N\T\Tk = 8;
 run-fnv-order :: h = (h ^ ((w >> (8 * j)) & 0xff)) * FNV_PRIME; => h = (h ^ ((w >> (8 * (7 - j))) & 0xff)) * FNV_PRIME;
 run-first-flag :: * 0x0001020304050607ULL) >> 56; => * 0x0102030405060708ULL) >> 56;
-runs-tls :: if (fs->pos < 3 || at >= end)\N\T\T\Tbreak; /* tls_byte => if (at >= end)\N\T\T\Tbreak; /* tls_byte
+runs-tls :: if (fs->pos < 3 || at >= end)\N\T\T\Treturn 0; /* tls_byte => if (at >= end)\N\T\T\Treturn 0; /* tls_byte
 EOF
 )
 

@@ -61,6 +61,10 @@ and, only when named in --configs:
   T+I+C+frame   T+I+C matching by frame (--match frame): the kernel parses
                 the protocol the URL's scheme names (nats, stomp for
                 ActiveMQ, mqtt, amqp, redis) and fingerprints every payload
+  T+I+C+both    T+I+C with --match both: a socket probe matching by marker
+                and a second one matching by frame, on the same calls at
+                the same time; --prog-stats's table puts the second's
+                programs under source sockio-frame, beside sockio's
 
 Per run: saturation throughput (brokertrace load --rate 0 --count N),
 end-to-end latency at --rate, the tracer's CPU (wait4, while the loads ran)
@@ -91,7 +95,7 @@ progress with an ETA on stderr. Needs root.`,
 	fl.StringVar(&f.broker, "broker", "nats", "broker started fresh for every run: nats (nats-server) or activemq (ActiveMQ 5 over STOMP); ignored with a command after --")
 	fl.StringVar(&f.url, "url", "", "with a broker command after --: the URL brokertrace load connects to (host and port needed)")
 	fl.StringVar(&f.out, "out", "", "output directory (default brokertrace-overhead-BROKER-YYYYMMDD-HHMMSS)")
-	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap, T+I+C+frame)")
+	fl.StringSliceVar(&f.configs, "configs", nil, "configurations to run, comma-separated (default: T,T+I,T+I+C,T+I+C+W,bpftrace,tcpdump; also T+I+C+W+pcap, T+I+C+frame, T+I+C+both)")
 	fl.IntVar(&f.runs, "runs", 5, "runs per configuration, each on a fresh broker (the least, with a CI goal)")
 	fl.Float64Var(&f.ratioCI, "ratio-ci", 0, "go on past --runs until each paired throughput ratio's 95% CI is within ± this (0.02: ±2%)")
 	fl.DurationVar(&f.latencyCI, "latency-ci", 0, "go on past --runs until each paired added latency's 95% CI is no wider than this")

@@ -174,9 +174,11 @@ type sockioScanCtx struct {
 		Cpu     uint32
 		Pad     uint32
 	}
-	F_at  uint64
-	F_end uint64
-	Mh    struct {
+	F_at     uint64
+	F_end    uint64
+	RunsFull uint32
+	_        [4]byte
+	Mh       struct {
 		_          structs.HostLayout
 		MsgName    uint64
 		MsgNamelen uint32
