@@ -31,6 +31,7 @@ type agreement struct {
 	Rate      float64 `json:"rate"` // 0: as fast as possible
 	Fanout    int     `json:"fanout"`
 	Payload   string  `json:"payload"`
+	Size      int     `json:"size"` // body bytes; 0: 1 KiB
 	Sent      int     `json:"sent"`
 	Copies    int     `json:"copies"`    // rows of the marker recording
 	Matched   int     `json:"matched"`   // of those, the frame recording has the same row
@@ -118,17 +119,18 @@ func TestFrameAgreesWithMarker(t *testing.T) {
 	var table []agreement
 	out := os.Getenv("BT_AGREEMENT_OUT")
 	for _, c := range cases {
-		if out == "" && (c.Rate == 1000 || c.Rate == 20000 && c.Fanout == 1) {
+		if out == "" && (c.Size != 0 && c.Size < 1024 || c.Size == 0 && (c.Rate == 1000 || c.Rate == 20000 && c.Fanout == 1)) {
 			// make test runs, for each broker and protocol, the rows
 			// that stress matching most: fan-out 3 at 20 000 msg/s and
-			// saturation (many messages per call), both payloads; the
-			// README's table (make frame-agreement) has every row.
+			// saturation (many messages per call), both payloads, and
+			// 64 KiB bodies (each over many calls); the README's table
+			// (make frame-agreement) has every row.
 			continue
 		}
 		if out == "" {
 			c.Sent /= 2 // a second of load at 20 000 msg/s; the table's rows have two
 		}
-		name := fmt.Sprintf("%s-%v-%d-%s", strings.Fields(c.b.name)[0], c.Rate, c.Fanout, c.Payload)
+		name := fmt.Sprintf("%s-%v-%d-%s-%s", strings.Fields(c.b.name)[0], c.Rate, c.Fanout, c.Payload, sizeText(c.Size))
 		t.Run(name, func(t *testing.T) {
 			a := agreeOnce(t, c.b, c.agreement)
 			table = append(table, a)
@@ -193,6 +195,14 @@ func agreementCases(t *testing.T) []agreementCase {
 		{stomp("/queue/bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
 		{stomp("/topic/bt.frame.20k"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
 		{stomp("/queue/bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
+		// The smallest and largest bodies of the goal: 64 B, and 64 KiB
+		// that the broker reads and writes over many calls.
+		{natsBroker(srv, agreement{Payload: load.PayloadJSON}), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Size: 64 << 10, Sent: 1000}},
+		{natsBroker(srv, agreement{Payload: load.PayloadRandom}), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Size: 64, Sent: 1000}},
+		{mqtt("1"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadRandom, Size: 64 << 10, Sent: 1000}},
+		{mqtt5("0"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadJSON, Size: 64, Sent: 1000}},
+		{stomp("/queue/bt.frame.big"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Size: 64 << 10, Sent: 1000}},
+		{stomp("/topic/bt.frame.small"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Size: 64, Sent: 1000}},
 	}
 	// redis-server listens on one port: found without --frame-port.
 	rd := testbroker.StartRedis(t)
@@ -208,6 +218,8 @@ func agreementCases(t *testing.T) []agreementCase {
 		// 16 PUBLISH per write, as redis-benchmark -P 16: many frames
 		// in every read of the broker's.
 		{redisPipelined(rd, "bt.frame.pipe"), agreement{Rate: 0, Fanout: 3, Payload: load.PayloadJSON, Sent: 50000}},
+		{redis("bt.frame.big"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Size: 64 << 10, Sent: 1000}},
+		{redis("bt.frame.small"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Size: 64, Sent: 1000}},
 	}...)
 	// RabbitMQ's AMQP port is no well-known one either. A queue has one
 	// consumer per message; through an exchange each consumer binds a
@@ -223,6 +235,8 @@ func agreementCases(t *testing.T) []agreementCase {
 		{rabbit("", "bt.frame.20k"), agreement{Rate: 20000, Fanout: 1, Payload: load.PayloadRandom, Sent: 60000}},
 		{rabbit("?exchange=amq.direct", "bt.frame.20k3"), agreement{Rate: 20000, Fanout: 3, Payload: load.PayloadJSON, Sent: 40000}},
 		{rabbit("", "bt.frame.max"), agreement{Rate: 0, Fanout: 1, Payload: load.PayloadJSON, Sent: 50000}},
+		{rabbit("", "bt.frame.big"), agreement{Rate: 1000, Fanout: 1, Payload: load.PayloadJSON, Size: 64 << 10, Sent: 1000}},
+		{rabbit("?exchange=amq.direct", "bt.frame.small3"), agreement{Rate: 1000, Fanout: 3, Payload: load.PayloadRandom, Size: 64, Sent: 1000}},
 	}...)
 	return cases
 }
@@ -231,14 +245,14 @@ func agreementCases(t *testing.T) []agreementCase {
 // frame-agreement), then the rows as JSON.
 func agreementTable(rows []agreement) []byte {
 	var b strings.Builder
-	b.WriteString("| broker | rate (msg/s) | fan-out | payload | copies | matched by frame | differing rows | ambiguous | unmatched | other messages | largest Δt |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("| broker | rate (msg/s) | fan-out | payload | size | copies | matched by frame | differing rows | ambiguous | unmatched | other messages | largest Δt |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, a := range rows {
 		rate := fmt.Sprint(a.Rate)
 		if a.Rate == 0 {
 			rate = "saturation"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %d | %d (%.2f%%) | %d | %d | %d | %d | %.1f µs |\n", a.Broker, rate, a.Fanout, a.Payload,
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %d | %d (%.2f%%) | %d | %d | %d | %d | %.1f µs |\n", a.Broker, rate, a.Fanout, a.Payload, sizeText(a.Size),
 			a.Copies, a.Matched, 100*float64(a.Matched)/float64(max(1, a.Copies)), a.Differing, a.Ambiguous, a.Unmatched, a.Extra, float64(a.MaxDtNs)/1e3)
 	}
 	js, _ := json.MarshalIndent(rows, "", "  ")
@@ -246,10 +260,21 @@ func agreementTable(rows []agreement) []byte {
 	return []byte(b.String())
 }
 
+// sizeText is a body size as the table says it.
+func sizeText(n int) string {
+	switch {
+	case n == 0:
+		return "1 KiB"
+	case n%1024 == 0:
+		return fmt.Sprintf("%d KiB", n/1024)
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
 func agreeOnce(t *testing.T, b broker, c agreement) agreement {
 	dirs := recordTwice(t, b, c)
 	a := compareRecordings(t, dirs["marker"], dirs["frame"])
-	a.Broker, a.Rate, a.Fanout, a.Payload, a.Sent = b.name, c.Rate, c.Fanout, c.Payload, c.Sent
+	a.Broker, a.Rate, a.Fanout, a.Payload, a.Size, a.Sent = b.name, c.Rate, c.Fanout, c.Payload, c.Size, c.Sent
 	t.Logf("%+v", a)
 	return a
 }
@@ -282,14 +307,14 @@ func natsBroker(srv *testbroker.NATS, c agreement) broker {
 }
 
 // recordTwice records b with --match marker and --match frame at once
-// under the load c says (1 KiB bodies), and returns the two recordings.
+// under the load c says, and returns the two recordings.
 func recordTwice(t *testing.T, b broker, c agreement) map[string]string {
 	return recordModes(t, b, c, "marker", "frame")
 }
 
 // recordModes records b with each --match mode at once (the broker's
-// args for every mode but marker) under the load c says (1 KiB bodies),
-// and returns the recordings by mode.
+// args for every mode but marker) under the load c says (its bodies of
+// c.Size bytes, 1 KiB if 0), and returns the recordings by mode.
 func recordModes(t *testing.T, b broker, c agreement, modes ...string) map[string]string {
 	pid := strconv.Itoa(b.pid)
 	dirs := map[string]string{}
@@ -313,7 +338,7 @@ func recordModes(t *testing.T, b broker, c agreement, modes ...string) map[strin
 		subs[i] = b.url
 	}
 	lr, err := load.Run(context.Background(), load.Config{URL: b.url, SubURLs: subs, Subject: b.subject,
-		Rate: c.Rate, Count: c.Sent, Size: 1024, Payload: c.Payload, Drain: 5 * time.Second})
+		Rate: c.Rate, Count: c.Sent, Size: cmp.Or(c.Size, 1024), Payload: c.Payload, Drain: 5 * time.Second})
 	if err != nil || lr.Sent != c.Sent || lr.Missing != 0 {
 		t.Fatalf("load: %v (sent %d, missing %d)", err, lr.Sent, lr.Missing)
 	}
