@@ -177,8 +177,9 @@ func newExperiment(f overheadFlags, args []string) (*overhead.Experiment, error)
 		return nil, errors.New("overhead: --cpu-rate and --cpu-duration must be positive")
 	case (len(args) > 0) != (f.url != ""):
 		return nil, errors.New("overhead: --url and a broker command after -- go together")
-	case load.CheckPayload(f.payload) != nil:
-		return nil, fmt.Errorf("overhead: --%w", load.CheckPayload(f.payload))
+	}
+	if err := load.CheckPayload(f.payload); err != nil {
+		return nil, fmt.Errorf("overhead: --%w", err)
 	}
 	b := overhead.Broker{Name: f.broker, Command: args, URL: f.url}
 	switch {
