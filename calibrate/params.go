@@ -26,6 +26,12 @@ type calibration struct {
 
 	peak, rUtil *step
 	share       float64
+	// shareSteps are the sums system_share was taken from, step by step.
+	shareSteps []stepSums
+	// sysMsgCost is the system fit's CPU outside the broker per message
+	// in ns, the system stage's mean (sysFit false: system_share sets it).
+	sysMsgCost float64
+	sysFit     bool
 	// msgCost and wakeCost are the wake-up fit's costs in ns (0: no fit,
 	// the model is the paper's: demand_per_msg and the switch penalty).
 	msgCost, wakeCost float64
@@ -80,6 +86,9 @@ func (c *calibration) run(dir string) error {
 		c.bg = bg
 	}
 	if err := c.wakeFit(); err != nil {
+		return err
+	}
+	if err := c.systemFit(); err != nil {
 		return err
 	}
 	if err := c.stages(); err != nil {

@@ -38,6 +38,9 @@ type shareSums struct {
 	// where each is known; tick is /proc/stat's busy time over the same
 	// windows, a cross-check.
 	broker, exact, tick, irq float64
+	// secs and msgs are the windows' length and the messages entering in
+	// them (the system fit's rates).
+	secs, msgs float64
 	// windows is how many windows were summed; noExact how many lacked
 	// exact busy time (left out with ShareBusy).
 	windows, noExact int
@@ -49,6 +52,7 @@ type shareSums struct {
 
 func (a *shareSums) add(b shareSums) {
 	a.broker, a.exact, a.tick, a.irq = a.broker+b.broker, a.exact+b.exact, a.tick+b.tick, a.irq+b.irq
+	a.secs, a.msgs = a.secs+b.secs, a.msgs+b.msgs
 	a.windows, a.noExact = a.windows+b.windows, a.noExact+b.noExact
 }
 
@@ -87,6 +91,7 @@ func (c *calibration) systemShare() error {
 			continue
 		}
 		sum.add(st)
+		c.shareSteps = append(c.shareSteps, stepSums{s, st})
 		used = append(used, s.Index)
 		how = append(how, fmt.Sprintf("step %d: broker %.4f, exact busy − broker %.4f, irq+softirq %.4f, tick-sampled busy − broker %.4f CPU·s (%s, %d windows%s)",
 			s.Index, st.broker, st.exact-st.broker, st.irq, st.tick-st.broker, src, st.windows, leftOut(st.noExact)))
@@ -201,7 +206,7 @@ func (c *calibration) stepShare(s *step) (shareSums, string, error) {
 			u.exact = 0 // the cross-check then says it is incomplete
 		}
 		dt := float64(r.TEnd-r.TStart) / 1e9
-		w := shareSums{broker: b * dt, exact: u.exact * dt, tick: u.tick * dt, irq: u.irq * dt, windows: 1}
+		w := shareSums{broker: b * dt, exact: u.exact * dt, tick: u.tick * dt, irq: u.irq * dt, secs: dt, msgs: float64(r.MsgsIn), windows: 1}
 		sum.add(w)
 		if r.MsgsIn > 0 {
 			sum.perMsg = append(sum.perMsg, max(w.outside(c.opt.ShareFrom), 0)*1e9/float64(r.MsgsIn))

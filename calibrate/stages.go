@@ -69,11 +69,17 @@ func (c *calibration) stages() error {
 		}
 		c.cal.Stages = append(c.cal.Stages, st)
 	}
-	sys, err := c.systemStage(near, c.share*sum*scale)
+	sysMean := c.share * sum * scale
+	sysHow := fmt.Sprintf("system_share × Σ trimmed broker stage means × demand_scale = %.3f × %.0f × %.4f ns: CPU spent outside the broker's threads; ", c.share, sum, scale)
+	if c.sysFit {
+		sysMean = c.sysMsgCost
+		sysHow = fmt.Sprintf("system_msg_cost = %.0f ns: CPU spent outside the broker's threads per message, its wake-ups apart (system_share would give %.0f ns); ", c.sysMsgCost, c.share*sum*scale)
+	}
+	sys, err := c.systemStage(near, sysMean)
 	if err != nil {
 		return err
 	}
-	sys.Derivation = fmt.Sprintf("system_share × Σ trimmed broker stage means × demand_scale = %.3f × %.0f × %.4f ns: CPU spent outside the broker's threads; ", c.share, sum, scale) + sys.Derivation
+	sys.Derivation = sysHow + sys.Derivation
 	c.cal.Stages = append(c.cal.Stages, sys)
 	return nil
 }

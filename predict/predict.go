@@ -106,6 +106,9 @@ func Run(calPath string, opt Options) (*recfile.Prediction, error) {
 		return nil, err
 	}
 	p.Goals = Goals(p.Rows, p.Saturation)
+	if opt.Against != "" {
+		p.Repeat = repeatability(&cal, p.Rows, p.Saturation)
+	}
 	return p, nil
 }
 
@@ -215,7 +218,7 @@ func matchStep(steps []recfile.SweepStep, rate float64, pattern string) *recfile
 
 func modelSummary(m *sim.Model) recfile.PredictionModel {
 	pm := recfile.PredictionModel{CPUs: m.CPUs, SwitchPenaltyNs: m.SwitchPenaltyNs, QuantumNs: m.QuantumNs, GCThreshold: m.GCThreshold, GCPauseNs: m.GCPauseNs,
-		WakePenaltyNs: m.WakePenaltyNs, WakeLatencyNs: m.WakeLatencyNs, SpinNs: m.SpinNs, PathLatencyNs: m.PathLatencyNs}
+		WakePenaltyNs: m.WakePenaltyNs, WakeLatencyNs: m.WakeLatencyNs, SpinNs: m.SpinNs, PathLatencyNs: m.PathLatencyNs, SystemWakeNs: m.SystemWakeNs}
 	for _, s := range m.Stages {
 		pm.Stages = append(pm.Stages, recfile.PredictionStage{Name: s.Name, Outside: s.Outside, Demand: s.Demand.Kind.String(), MeanNs: s.Demand.MeanNs, Samples: len(s.Demand.Samples)})
 	}

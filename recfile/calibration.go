@@ -74,6 +74,9 @@ const (
 	CalSpin        = "spin"         // ns: how long the model's idle CPU polls before parking
 	CalWakeLatency = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
 	CalPathLatency = "path_latency" // ns: latency in a message's path the model's stages leave out
+
+	CalSystemMsgCost  = "system_msg_cost"  // ns: CPU outside the broker per message, the system stage's mean
+	CalSystemWakeCost = "system_wake_cost" // ns: CPU outside the broker per wake-up of a broker thread
 )
 
 // CalPauses are the pauses found in the steps below saturation.

@@ -1,5 +1,7 @@
 package recfile
 
+import "fmt"
+
 // PredictionFile is what `brokertrace predict` writes: the calibrated
 // model simulated at each rate, beside what the sweep measured there.
 const PredictionFile = "prediction.json"
@@ -22,7 +24,10 @@ type Prediction struct {
 	// beyond the measured peak) with the measured peak_throughput.
 	Saturation PredictionSaturation `json:"saturation"`
 	Goals      []PredictionGoal     `json:"goals"`
-	Warnings   []string             `json:"warnings"`
+	// Repeat says how well the measurement repeats, with --against only:
+	// a model cannot be judged tighter than that.
+	Repeat   *PredictionRepeat `json:"repeatability,omitempty"`
+	Warnings []string          `json:"warnings"`
 }
 
 // PredictionOptions are what predict was asked.
@@ -53,6 +58,8 @@ type PredictionModel struct {
 	WakeLatencyNs float64 `json:"wake_latency_ns"`
 	SpinNs        float64 `json:"spin_ns"`
 	PathLatencyNs float64 `json:"path_latency_ns"`
+	// SystemWakeNs: CPU outside the broker per wake-up of its threads.
+	SystemWakeNs float64 `json:"system_wake_ns"`
 }
 
 // PredictionStage is one timed place as simulated.
@@ -143,9 +150,47 @@ type PredictionSaturation struct {
 	OK         bool    `json:"ok"` // within 5% (reached), or not below the bound
 }
 
+// PredictionRepeat compares the sweep predict --against judged on with
+// the calibrating sweep, measurement with measurement.
+type PredictionRepeat struct {
+	// Compared is how many rows below saturation had a step of the
+	// calibrating sweep, same pattern and below saturation, at a rate on
+	// either side to interpolate from.
+	Compared int `json:"compared"`
+	// WorstPP is the largest difference, in percentage points of a CPU,
+	// between a row's measured broker utilisation and the calibrating
+	// sweep's at the same rate and pattern (interpolated linearly in the
+	// rate), at Pattern and Rate; Measured and Calibrating are the two.
+	WorstPP     float64 `json:"worst_pp"`
+	Pattern     string  `json:"pattern,omitempty"`
+	Rate        float64 `json:"rate,omitempty"`
+	Measured    float64 `json:"measured,omitempty"`
+	Calibrating float64 `json:"calibrating,omitempty"`
+	// ModelPP is the model's error at the same row, beside it.
+	ModelPP float64 `json:"model_pp,omitempty"`
+	// PeakPct compares the two sweeps' saturation throughputs (this
+	// sweep's over the calibrating one's, − 1, in %) when both saturated
+	// with the broker's CPU full; PeakCompared says they did.
+	PeakPct      float64 `json:"peak_pct,omitempty"`
+	PeakCompared bool    `json:"peak_compared"`
+}
+
 // PredictionGoal is one of the issue's goals over all rates.
 type PredictionGoal struct {
 	Name   string `json:"name"`
 	Met    bool   `json:"met"`
 	Detail string `json:"detail"` // the worst case and its distance
+}
+
+// Text is the repeatability in one line.
+func (r *PredictionRepeat) Text() string {
+	if r.Compared == 0 {
+		return "no row of this sweep lies between two rates of the calibrating sweep (same pattern, below saturation): the measurement's repeatability is unknown"
+	}
+	s := fmt.Sprintf("the broker's utilisation measured here differs from the calibrating sweep's at the same rate and pattern by up to %+.1f pp over %d rates (%s %.0f msg/s: %.3f here, %.3f there, interpolated; the model's error there %+.1f pp)",
+		r.WorstPP, r.Compared, r.Pattern, r.Rate, r.Measured, r.Calibrating, r.ModelPP)
+	if r.PeakCompared {
+		s += fmt.Sprintf("; saturation %+.1f%% from the calibrating sweep's", r.PeakPct)
+	}
+	return s
 }

@@ -282,6 +282,9 @@ func predictHTML(p *recfile.Prediction, out *outdir.Dir, figs []*figure) error {
 		}
 		s.Headline = append(s.Headline, fmt.Sprintf("%s: %s — %s", g.Name, verdict, g.Detail))
 	}
+	if p.Repeat != nil {
+		s.Headline = append(s.Headline, "repeatability: "+p.Repeat.Text())
+	}
 	for k, f := range figs {
 		s.Figs = append(s.Figs, htmlFig{Num: k + 1, ID: f.id, Title: f.title, Caption: f.caption, SVG: template.HTML(f.svg),
 			Files: []string{"plots/" + f.name + ".gp", "figures/" + f.name + ".svg", "figures/" + f.name + ".png"}})

@@ -93,6 +93,13 @@ for r in p["rows"]:
 print()
 for g in p["goals"]:
     print("- %s: %s — %s" % (g["name"], "met" if g["met"] else "missed", g["detail"]))
+r = p.get("repeatability")
+if r and r["compared"]:
+    line = "- the measurement itself (this sweep against the calibrating one, same rate and pattern): utilisation apart by up to %+.1f pp over %d rates (%s %.0f msg/s: %.1f%% here, %.1f%% there, interpolated; the model's error there %+.1f pp)" % (
+        r["worst_pp"], r["compared"], r["pattern"], r["rate"], 100 * r["measured"], 100 * r["calibrating"], r.get("model_pp", 0))
+    if r["peak_compared"]:
+        line += "; saturation %+.1f%% from the calibrating sweep's" % r["peak_pct"]
+    print(line)
 PY
 }
 
@@ -105,6 +112,8 @@ measure() {
 	local t0
 	t0=$(date +%s)
 	sweep "$b" "$d" --from "${FROM:-1000}"
+	# The JVM starts its GC log afresh: keep the first sweep's beside it.
+	[ "$b" = activemq ] && cp "$out/$b-base/gc.log" "$d/gc.log"
 	analyse_first "$b"
 	echo $(($(date +%s) - t0)) >"$d/loop-seconds"
 	local k rates
@@ -119,7 +128,7 @@ measure() {
 # runs are not that: calibrate warns and counts them).
 analyse_first() {
 	local b=$1 d="$out/$1" cal=()
-	[ "$b" = activemq ] && cal+=(--gc-log "$out/$b-base/gc.log")
+	[ "$b" = activemq ] && cal+=(--gc-log "$d/gc.log")
 	"$bt" calibrate "${cal[@]}" "$d"
 	"$bt" export --out "$d" "$d/calibration.json"
 	"$bt" predict --out "$d" "$d/calibration.json"

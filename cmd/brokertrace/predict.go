@@ -189,6 +189,9 @@ func predictText(w io.Writer, p *recfile.Prediction, out string) {
 		}
 		fmt.Fprintf(w, "goal %s: %s (%s)\n", g.Name, verdict, g.Detail)
 	}
+	if p.Repeat != nil {
+		fmt.Fprintln(w, "repeatability:", p.Repeat.Text())
+	}
 	for _, warn := range p.Warnings {
 		fmt.Fprintln(w, "warning:", warn)
 	}

@@ -99,6 +99,11 @@ type Model struct {
 	// CPU: the time a message's path through the broker takes that the
 	// stages leave out (the hand-offs between its threads).
 	PathLatencyNs float64
+	// SystemWakeNs is the CPU outside the broker per wake-up of a broker
+	// thread (the kernel's exit from idle, its wake-up and switch): it is
+	// added to the system's utilisation, not the broker's, and takes no
+	// CPU from the stages — it is paid where a CPU had nothing to do.
+	SystemWakeNs float64
 	// BackgroundUtil is the broker's CPU with no message at all (timers,
 	// housekeeping), in CPUs; it is added to the broker's utilisation.
 	BackgroundUtil float64
@@ -142,7 +147,7 @@ func (m *Model) Validate() error {
 	if broker == 0 {
 		errs = append(errs, errors.New("no broker stage: latency needs at least one"))
 	}
-	for _, v := range []float64{m.SwitchPenaltyNs, m.WakePenaltyNs, m.SpinNs, m.BackgroundUtil, m.QuantumNs, m.GCPauseNs} {
+	for _, v := range []float64{m.SwitchPenaltyNs, m.WakePenaltyNs, m.SpinNs, m.SystemWakeNs, m.BackgroundUtil, m.QuantumNs, m.GCPauseNs} {
 		if v < 0 || math.IsNaN(v) {
 			errs = append(errs, fmt.Errorf("negative or NaN constant %v", v))
 		}
@@ -188,6 +193,7 @@ func FromCalibration(cal *recfile.Calibration, dir string, kind DemandKind) (*Mo
 	opt := func(name string) float64 { p, _ := cal.Param(name); return p.Value }
 	m.WakePenaltyNs, m.SpinNs, m.BackgroundUtil = opt(recfile.CalWakePenalty), opt(recfile.CalSpin), opt(recfile.CalBackground)
 	m.WakeLatencyNs, m.PathLatencyNs = opt(recfile.CalWakeLatency), opt(recfile.CalPathLatency)
+	m.SystemWakeNs = opt(recfile.CalSystemWakeCost)
 	m.GCThreshold = int(math.Round(param(recfile.CalGCThreshold)))
 	m.GCPauseNs = param(recfile.CalGCPause)
 	if m.GCThreshold == 0 {

@@ -226,7 +226,7 @@ func (e *engine) result() *Result {
 	r.Throughput = float64(r.Completed) / r.WindowNs * 1e9
 	r.SpinUtil = e.spin / r.WindowNs
 	r.BrokerUtil = r.SpinUtil + e.m.BackgroundUtil
-	r.SystemUtil = r.BrokerUtil
+	r.SystemUtil = r.BrokerUtil + float64(r.Wakeups)*e.m.SystemWakeNs/r.WindowNs
 	for s, b := range e.busy {
 		u := b / r.WindowNs
 		r.StageUtil = append(r.StageUtil, u)

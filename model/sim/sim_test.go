@@ -221,6 +221,18 @@ func TestWakePenaltyPerWakeup(t *testing.T) {
 	b, _ := latencies(t, m, Arrivals{Pattern: Bursty, Rate: rate, Burst: 4}, Options{Messages: 400, Warmup: 4})
 	near(t, "bursty wake-ups per message", b.WakeupsPerMsg, 0.5, 1e-9)
 	near(t, "bursty broker util", b.BrokerUtil, rate*(da+db+0.25*w)/1e9, 1e-9)
+
+	// The system's CPU per wake-up: in the system's utilisation, per
+	// wake-up of a broker thread (two a message, half one in bursts of
+	// four), not in the broker's, and no latency.
+	const sw = 9e3
+	m.SystemWakeNs = sw
+	r, lat = latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	near(t, "broker util with system wake cost", r.BrokerUtil, rate*(da+db+w)/1e9, 1e-9)
+	near(t, "system util", r.SystemUtil, rate*(da+db+w+2*sw)/1e9, 1e-9)
+	near(t, "latency with system wake cost", lat[7], da+db, 1e-6)
+	b, _ = latencies(t, m, Arrivals{Pattern: Bursty, Rate: rate, Burst: 4}, Options{Messages: 400, Warmup: 4})
+	near(t, "bursty system util", b.SystemUtil, rate*(da+db+0.25*w+0.5*sw)/1e9, 1e-9)
 }
 
 // Polling by hand: an idle CPU polls for S before it parks. With S
