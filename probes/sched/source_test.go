@@ -240,10 +240,11 @@ func checkRowsMatchStream(t *testing.T, src *Source, hdr []string, rows [][]stri
 	// its stint's early charge more than the stream's. Thread by thread:
 	// a thread whose clock ran ahead of its charge (up to 4 ms a thread
 	// here) must not cancel another's early charge. Summed over all
-	// threads they did, to 0, in the two runs that failed here (sums
-	// +7.8% and +7.9% apart; this host reports no steal, so the bound
-	// holds only the 10 ms tick); in 30 runs that passed the reading
-	// thread's stints were charged 4-24 ms early.
+	// threads, the early charge was 0 in the two runs that failed here
+	// (sums +7.8% and +7.9% apart; this host reports no steal, so the
+	// bound held only the 10 ms tick), while in runs that passed the
+	// reading thread alone was charged 4-16 ms early and the others
+	// cancelled up to 8 ms of it.
 	var early int64
 	for _, d := range threadDeltas(*src.first, src.samples[len(src.samples)-1]) {
 		early += max(int64(d.OnCPUNs)-int64(d.ClockNs), 0)
