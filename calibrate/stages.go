@@ -69,12 +69,7 @@ func (c *calibration) stages() error {
 		}
 		c.cal.Stages = append(c.cal.Stages, st)
 	}
-	sysMean := c.share * sum * scale
-	sysHow := fmt.Sprintf("system_share × Σ trimmed broker stage means × demand_scale = %.3f × %.0f × %.4f ns: CPU spent outside the broker's threads; ", c.share, sum, scale)
-	if c.sysFit {
-		sysMean = c.sysMsgCost
-		sysHow = fmt.Sprintf("system_msg_cost = %.0f ns: CPU spent outside the broker's threads per message, its wake-ups apart (system_share would give %.0f ns); ", c.sysMsgCost, c.share*sum*scale)
-	}
+	sysMean, sysHow := c.systemMean(sum, scale)
 	sys, err := c.systemStage(near, sysMean)
 	if err != nil {
 		return err
@@ -82,6 +77,17 @@ func (c *calibration) stages() error {
 	sys.Derivation = sysHow + sys.Derivation
 	c.cal.Stages = append(c.cal.Stages, sys)
 	return nil
+}
+
+// systemMean is the system stage's mean in ns and how it was set: the
+// system fit's system_msg_cost, else system_share of the broker stages'
+// trimmed means sum × scale.
+func (c *calibration) systemMean(sum, scale float64) (float64, string) {
+	share := c.share * sum * scale
+	if c.sysFit {
+		return c.sysMsgCost, fmt.Sprintf("system_msg_cost = %.0f ns: CPU spent outside the broker's threads per message, its wake-ups apart (system_share would give %.0f ns); ", c.sysMsgCost, share)
+	}
+	return share, fmt.Sprintf("system_share × Σ trimmed broker stage means × demand_scale = %.3f × %.0f × %.4f ns: CPU spent outside the broker's threads; ", c.share, sum, scale)
 }
 
 // systemStage is the system place: its mean is set by system_share (from

@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
-	"strings"
 
 	"github.com/brokertrace/brokertrace/recfile"
 )
@@ -63,7 +62,7 @@ func (c *calibration) systemFit() error {
 	}
 	d, w := fitNonNegative(pts)
 	c.sysMsgCost, c.sysFit = d*1e9, true
-	fit := c.systemResiduals(pts, d, w)
+	fit := stepResiduals(pts, d, w, "CPU outside the broker", 4)
 	used := unique(pts)
 	c.add(recfile.CalParam{Name: recfile.CalSystemMsgCost, Value: d * 1e9, Unit: "ns", Source: "sweep", Steps: used,
 		Derivation: fmt.Sprintf("least squares through the origin, costs not below 0, of the CPU outside the broker's threads on its CPUs (%s, as system_share) on messages/s and the broker threads' wake-ups/s, step by step over steps %s: %.0f ns per message; %s",
@@ -91,18 +90,16 @@ func stepWakeRate(s *step) (rate float64, ok bool, err error) {
 
 // fitNonNegative is fitThroughOrigin with neither cost below zero: where
 // the two-term fit gives one negative, the better of the one-term fits.
+// The points must not be negative (systemFit's outside CPU is clamped at
+// 0), so neither one-term cost is.
 func fitNonNegative(pts []wakePoint) (d, w float64) {
 	if d, w, ok := fitThroughOrigin(pts); ok {
 		return d, w
 	}
-	var mm, ww, mu, wu float64
-	for _, p := range pts {
-		mm, ww = mm+p.msgs*p.msgs, ww+p.wakes*p.wakes
-		mu, wu = mu+p.msgs*p.util, wu+p.wakes*p.util
-	}
-	dOnly, wOnly := max(mu/mm, 0), 0.0
+	mm, _, ww, mu, wu := normalSums(pts)
+	dOnly, wOnly := mu/mm, 0.0 // neither below 0: no point is
 	if ww > 0 {
-		wOnly = max(wu/ww, 0)
+		wOnly = wu / ww
 	}
 	if residual(pts, dOnly, 0) <= residual(pts, 0, wOnly) {
 		return dOnly, 0
@@ -116,17 +113,4 @@ func residual(pts []wakePoint, d, w float64) float64 {
 		sq += math.Pow(p.util-d*p.msgs-w*p.wakes, 2)
 	}
 	return sq
-}
-
-// systemResiduals is, per step, the fitted outside CPU beside the
-// measured one and beside what system_share would give.
-func (c *calibration) systemResiduals(pts []wakePoint, d, w float64) string {
-	var parts []string
-	worst := 0.0
-	for _, p := range pts {
-		f := d*p.msgs + w*p.wakes
-		worst = max(worst, math.Abs(f-p.util))
-		parts = append(parts, fmt.Sprintf("step %d %.4f vs %.4f", p.step, f, p.util))
-	}
-	return fmt.Sprintf("fitted vs measured CPU outside the broker per step (largest difference %.2f pp): %s", 100*worst, strings.Join(parts, ", "))
 }

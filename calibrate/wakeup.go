@@ -110,7 +110,18 @@ func jitWindows(s *step) (map[int64]int64, error) {
 // (every window with the same wake-ups per message) or a cost comes out
 // negative.
 func fitThroughOrigin(pts []wakePoint) (d, w float64, ok bool) {
-	var mm, mw, ww, mu, wu float64
+	mm, mw, ww, mu, wu := normalSums(pts)
+	det := mm*ww - mw*mw
+	if det <= 1e-9*mm*ww {
+		return 0, 0, false
+	}
+	d, w = (mu*ww-wu*mw)/det, (wu*mm-mu*mw)/det
+	return d, w, d >= 0 && w >= 0
+}
+
+// normalSums are the sums of products the least-squares fits through the
+// origin on messages and wake-ups solve with.
+func normalSums(pts []wakePoint) (mm, mw, ww, mu, wu float64) {
 	for _, p := range pts {
 		mm += p.msgs * p.msgs
 		mw += p.msgs * p.wakes
@@ -118,12 +129,7 @@ func fitThroughOrigin(pts []wakePoint) (d, w float64, ok bool) {
 		mu += p.msgs * p.util
 		wu += p.wakes * p.util
 	}
-	det := mm*ww - mw*mw
-	if det <= 1e-9*mm*ww {
-		return 0, 0, false
-	}
-	d, w = (mu*ww-wu*mw)/det, (wu*mm-mu*mw)/det
-	return d, w, d >= 0 && w >= 0
+	return mm, mw, ww, mu, wu
 }
 
 // wakeFit fits msg_cost and wake_cost on the calibrating steps' windows
@@ -154,7 +160,7 @@ func (c *calibration) wakeFit() error {
 		return nil
 	}
 	c.msgCost, c.wakeCost = d*1e9, w*1e9
-	fitText := c.wakeResiduals(pts, d, w)
+	fitText := stepResiduals(pts, d, w, "CPU", 3)
 	if jit > 0 {
 		fitText += fmt.Sprintf("; %.3f CPU·s of the JIT compiler threads left out (the JVM's warm-up)", float64(jit)/1e9)
 	}
@@ -166,8 +172,10 @@ func (c *calibration) wakeFit() error {
 	return nil
 }
 
-// wakeResiduals is, per step, the fit's utilisation against the measured.
-func (c *calibration) wakeResiduals(pts []wakePoint, d, w float64) string {
+// stepResiduals is, per step, the fit's CPU against the measured one,
+// averaged over the step's points; what names the CPU, digits its
+// precision (the largest difference in pp has two fewer).
+func stepResiduals(pts []wakePoint, d, w float64, what string, digits int) string {
 	var parts []string
 	worst := 0.0
 	for _, idx := range unique(pts) {
@@ -180,9 +188,9 @@ func (c *calibration) wakeResiduals(pts []wakePoint, d, w float64) string {
 		}
 		u, f = u/float64(n), f/float64(n)
 		worst = max(worst, math.Abs(f-u))
-		parts = append(parts, fmt.Sprintf("step %d %.3f vs %.3f", idx, f, u))
+		parts = append(parts, fmt.Sprintf("step %d %.*f vs %.*f", idx, digits, f, digits, u))
 	}
-	return fmt.Sprintf("fitted vs measured CPU per step (largest difference %.1f pp): %s", 100*worst, strings.Join(parts, ", "))
+	return fmt.Sprintf("fitted vs measured %s per step (largest difference %.*f pp): %s", what, digits-2, 100*worst, strings.Join(parts, ", "))
 }
 
 func unique(pts []wakePoint) []int {

@@ -38,7 +38,7 @@ func repeatability(cal *recfile.Calibration, rows []recfile.PredictionRow, again
 			r.WorstPP, r.Pattern, r.Rate, r.Measured, r.Calibrating, r.ModelPP = d, row.Pattern, row.Rate, m.BrokerUtil, u, e.BrokerUtilPP
 		}
 	}
-	if first, ok := brokerPeak(cal.Steps); ok && against.Reached && !against.HeldByLoad && against.Measured > 0 {
+	if first, ok, _ := measuredPeak(cal.Steps); ok && against.Reached && !against.HeldByLoad && against.Measured > 0 {
 		r.PeakCompared, r.PeakPct = true, 100*(against.Measured/first-1)
 	}
 	return r
@@ -65,17 +65,4 @@ func interpolateUtil(steps []recfile.SweepStep, pattern string, rate float64) (f
 	lo, hi := below[i-1], below[i]
 	f := (rate - lo.RateAchieved) / (hi.RateAchieved - lo.RateAchieved)
 	return lo.BrokerUtil + f*(hi.BrokerUtil-lo.BrokerUtil), true
-}
-
-// brokerPeak is the highest rate the steps achieved, if one of them
-// saturated with the broker's CPU (or no known bottleneck) full.
-func brokerPeak(steps []recfile.SweepStep) (float64, bool) {
-	peak, reached := 0.0, false
-	for _, s := range steps {
-		if s.Status == "" || s.Status == recfile.SweepDone {
-			peak = max(peak, s.RateAchieved)
-			reached = reached || s.Saturated && s.Bottleneck != recfile.BottleneckLoad
-		}
-	}
-	return peak, reached
 }

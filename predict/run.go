@@ -124,16 +124,7 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 // pile up between them); bounded, the first thread waits for room as
 // the broker's reading thread does under flow control.
 func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, steps []recfile.SweepStep, jobs []job, opt Options) error {
-	peak, reached, held := 0.0, false, false
-	for _, s := range steps {
-		if s.Status == "" || s.Status == recfile.SweepDone {
-			peak = max(peak, s.RateAchieved)
-			// A step held back by the load's CPUs saturated the load,
-			// not the broker.
-			reached = reached || s.Saturated && s.Bottleneck != recfile.BottleneckLoad
-			held = held || s.Saturated && s.Bottleneck == recfile.BottleneckLoad
-		}
-	}
+	peak, reached, held := measuredPeak(steps)
 	top := peak
 	if pp, ok := cal.Param(recfile.CalPeakThroughput); ok {
 		top = max(top, pp.Value)
@@ -151,4 +142,19 @@ func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, s
 	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached, HeldByLoad: held && !reached}
 	CompareSaturation(&p.Saturation)
 	return nil
+}
+
+// measuredPeak is the highest rate the finished steps achieved; reached
+// says a step saturated with the broker's CPU (or no known bottleneck)
+// full, held that steps saturated only because the load's CPUs were: a
+// step held back by the load's CPUs saturated the load, not the broker.
+func measuredPeak(steps []recfile.SweepStep) (peak float64, reached, held bool) {
+	for _, s := range steps {
+		if s.Status == "" || s.Status == recfile.SweepDone {
+			peak = max(peak, s.RateAchieved)
+			reached = reached || s.Saturated && s.Bottleneck != recfile.BottleneckLoad
+			held = held || s.Saturated && s.Bottleneck == recfile.BottleneckLoad
+		}
+	}
+	return peak, reached, held
 }
