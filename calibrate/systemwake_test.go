@@ -58,6 +58,11 @@ func TestSystemFitRecovers(t *testing.T) {
 	if !c.sysFit || c.sysMsgCost != param(t, c.cal, recfile.CalSystemMsgCost).Value {
 		t.Errorf("the system stage does not take system_msg_cost (fit %v, %v ns)", c.sysFit, c.sysMsgCost)
 	}
+	m, how := c.systemMean(1000, 2)
+	near(t, "system stage mean", m, 80, 1e-6)
+	if !strings.Contains(how, "system_msg_cost = 80 ns") {
+		t.Errorf("system stage mean set by %q, want system_msg_cost", how)
+	}
 	if d := param(t, c.cal, recfile.CalSystemMsgCost).Derivation; !strings.Contains(d, "step 3 0.0372 vs 0.0372") {
 		t.Errorf("derivation lacks step 3's fitted and measured outside CPU: %s", d)
 	}
@@ -76,4 +81,7 @@ func TestSystemFitRecovers(t *testing.T) {
 	if err := paper.systemFit(); err != nil || paper.sysFit {
 		t.Errorf("without a wake-up fit: err %v, fitted %v; want the paper's system_share", err, paper.sysFit)
 	}
+	paper.share = 0.1
+	m, _ = paper.systemMean(1000, 2)
+	near(t, "system stage mean without a wake-up fit (system_share × 1000 × 2)", m, 200, 1e-9)
 }
