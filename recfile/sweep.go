@@ -51,6 +51,11 @@ type Sweep struct {
 const (
 	SweepSearch = "search"
 	SweepRefine = "refine"
+	// SweepConfirm repeats a rate whose deciding step saturated with
+	// neither the broker's nor the load's CPU full: a passing stall of
+	// the host can make a step near the knee fall behind, and the search
+	// would then stop short of it. The repeat decides the rate.
+	SweepConfirm = "confirm"
 )
 
 // SweepKnee is where a sweep's broker saturates: between the highest
@@ -155,8 +160,9 @@ type SweepStep struct {
 	Burst     int     `json:"burst,omitempty"`
 	RateAsked float64 `json:"rate_asked"`
 	// Phase is why a knee search chose the step's rate: SweepSearch (the
-	// climb) or SweepRefine (between the last unsaturated and the first
-	// saturated rate); empty when the rates were given.
+	// climb), SweepRefine (between the last unsaturated and the first
+	// saturated rate) or SweepConfirm (a rate again); empty when the
+	// rates were given.
 	Phase string `json:"phase,omitempty"`
 	// Status: pending, done, failed, skipped (past saturation).
 	Status string `json:"status"`

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/brokertrace/brokertrace/outdir"
@@ -15,14 +16,74 @@ import (
 // simulate runs the knee search against a broker that passes at most
 // capacity msg/s, from the steps given on, and returns every step.
 func simulate(o recfile.SweepOptions, capacity float64, steps []recfile.SweepStep) []recfile.SweepStep {
+	return simulateStalls(o, capacity, steps, nil)
+}
+
+// simulateStalls is simulate with stalls: the first stalls[r] steps at
+// rate r fall 10% behind with neither CPU full, as a passing stall of
+// the host (or a lock) makes them.
+func simulateStalls(o recfile.SweepOptions, capacity float64, steps []recfile.SweepStep, stalls map[float64]int) []recfile.SweepStep {
 	for next := nextSearch(o, steps); next != nil; next = nextSearch(o, steps) {
 		for _, st := range next {
 			st.Status, st.RateAchieved = recfile.SweepDone, min(st.RateAsked, capacity)
 			st.Saturated = st.RateAchieved < o.Behind*st.RateAsked
+			if st.Saturated {
+				st.Bottleneck = recfile.BottleneckBroker
+			}
+			seen := len(slices.DeleteFunc(slices.Clone(steps), func(s recfile.SweepStep) bool {
+				return s.RateAsked != st.RateAsked || s.Pattern != st.Pattern
+			}))
+			if !st.Saturated && seen < stalls[st.RateAsked] {
+				st.RateAchieved, st.Saturated, st.Bottleneck = 0.9*st.RateAsked, true, recfile.BottleneckNeither
+			}
 			steps = append(steps, st)
 		}
 	}
 	return steps
+}
+
+// TestKneeConfirm: a step that falls behind with neither CPU full is
+// repeated once, and the repeat decides its rate: a passing stall below
+// the knee no longer ends the search there, and a rate that stalls every
+// time is the knee after one repeat.
+func TestKneeConfirm(t *testing.T) {
+	o := recfile.SweepOptions{Search: true, From: 1000, Factor: 2, Refine: 3, Behind: 0.95, Pattern: PatternBoth, Burst: 10}
+	clean := simulate(o, 3500, nil) // 1000, 2000, 4000 (saturated), 3000, 3500, 3750
+	stalled := simulateStalls(o, 3500, nil, map[float64]int{3000: 1})
+	strip := func(steps []recfile.SweepStep) []float64 {
+		var r []float64
+		for _, s := range lead(o, steps) {
+			if s.Phase != recfile.SweepConfirm {
+				r = append(r, s.RateAsked)
+			}
+		}
+		return r
+	}
+	if got, want := strip(stalled), strip(clean); !slices.Equal(got, want) {
+		t.Errorf("a stall once at 3000 msg/s: rates %v, want %v and a repeat of 3000", got, want)
+	}
+	confirms := slices.DeleteFunc(slices.Clone(stalled), func(s recfile.SweepStep) bool { return s.Phase != recfile.SweepConfirm })
+	if len(confirms) != 2 || confirms[0].RateAsked != 3000 || confirms[0].Pattern != PatternRegular || confirms[1].Pattern != PatternBursty {
+		t.Fatalf("confirm steps %+v: want 3000 msg/s again, regular then bursty", confirms)
+	}
+	k, kc := knee(o, stalled), knee(o, clean)
+	if stalled[*k.Unsaturated].RateAsked != clean[*kc.Unsaturated].RateAsked || !strings.Contains(k.Note, "step-06-regular-3000 fell behind and its repeat did not") {
+		t.Errorf("knee %+v, want %+v's rates and the overruled step named", k, kc)
+	}
+	for cut := range len(stalled) {
+		if again := simulateStalls(o, 3500, slices.Clone(stalled[:cut]), map[float64]int{3000: 1}); !slices.EqualFunc(again, stalled, func(a, b recfile.SweepStep) bool {
+			return a.Dir == b.Dir && a.Phase == b.Phase
+		}) {
+			t.Fatalf("resumed after %d steps: a different search", cut)
+		}
+	}
+	// A rate that stalls every time: one repeat, then it is the knee.
+	stuck := simulateStalls(o, 3500, nil, map[float64]int{3000: 99})
+	k = knee(o, stuck)
+	if hi := stuck[*k.Saturated]; hi.RateAsked != 3000 || hi.Phase != recfile.SweepConfirm || countPhase(lead(o, stuck), recfile.SweepConfirm) != 1 ||
+		!strings.Contains(k.Note, "again when repeated") {
+		t.Errorf("a rate stalled every time: knee %+v (saturated step %+v), want 3000 msg/s confirmed once", k, hi)
+	}
 }
 
 // TestKneeSearch checks the search's choices against brokers of known

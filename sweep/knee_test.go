@@ -218,8 +218,17 @@ func TestSweepFindsQuotaKnee(t *testing.T) {
 		t.Errorf("knee %.0f msg/s is not well below the unthrottled capacity %.0f: the quota did not bind", k.Rate, capacity)
 	}
 	// The quota is what held it: every saturated step's broker at its
-	// quota, the load's CPU far from full.
-	for _, s := range sw.Steps {
+	// quota, the load's CPU far from full; but for a step that fell
+	// behind with neither CPU full (a stall of the host) and whose
+	// repeat, a confirm step, kept up.
+	for i, s := range sw.Steps {
+		overruled := slices.ContainsFunc(sw.Steps[i+1:], func(r recfile.SweepStep) bool {
+			return r.Phase == recfile.SweepConfirm && r.RateAsked == s.RateAsked && !r.Saturated
+		})
+		if overruled && s.Bottleneck == recfile.BottleneckNeither {
+			t.Logf("step %d (%.0f msg/s asked) fell behind with neither CPU full, and its repeat kept up", s.Index, s.RateAsked)
+			continue
+		}
 		if s.Saturated && (s.Bottleneck != recfile.BottleneckBroker || s.LoadCPUsBusy <= 0 || s.LoadCPUsBusy > 0.5) {
 			t.Errorf("step %d (%.0f msg/s asked, saturated): bottleneck %q, broker %.3f CPU, load's CPU %.3f busy; want %q, the load's CPU busy but not full",
 				s.Index, s.RateAsked, s.Bottleneck, s.BrokerUtil, s.LoadCPUsBusy, recfile.BottleneckBroker)
@@ -276,6 +285,10 @@ func checkPhases(t *testing.T, sw *recfile.Sweep) {
 			t.Errorf("%s: a climb step at %.0f after %.0f, want twice", st.Dir, st.RateAsked, sw.Steps[i-1].RateAsked)
 		case st.Phase == recfile.SweepRefine:
 			refined++
+		case st.Phase == recfile.SweepConfirm:
+			if i == 0 || sw.Steps[i-1].RateAsked != st.RateAsked || !sw.Steps[i-1].Saturated || sw.Steps[i-1].Bottleneck != recfile.BottleneckNeither || sw.Steps[i-1].Phase == recfile.SweepConfirm {
+				t.Errorf("%s: a confirm step after %+v, want it after a first step at its rate that fell behind with neither CPU full", st.Dir, sw.Steps[i-1])
+			}
 		case st.Phase != recfile.SweepSearch:
 			t.Errorf("%s: phase %q", st.Dir, st.Phase)
 		}

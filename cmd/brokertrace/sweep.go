@@ -56,9 +56,11 @@ nor --to, sweep finds the knee itself: it climbs from --from (default 1000
 msg/s), each rate --factor times the one before, until a step saturates,
 then bisects between the highest rate kept up with and the lowest that
 saturated, --refine times at most (fewer once they are within 5%), and
-stops. sweep.json marks each step's phase (search or refine) and says where
-the knee is (knee: the highest unsaturated achieved rate, the first
-saturated step). With --pattern both every rate runs regular, then bursty;
+stops. A step that falls behind with neither the broker's CPU nor the
+load's full (a stall of the host, or a lock) is run once more, and the
+repeat decides. sweep.json marks each step's phase (search, refine or
+confirm) and says where the knee is (knee: the highest unsaturated achieved
+rate, the first saturated step). With --pattern both every rate runs regular, then bursty;
 the regular step decides.
 
 Every step's recorder is placed so that it keeps up with the load: at
