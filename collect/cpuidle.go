@@ -6,15 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/brokertrace/brokertrace/monotime"
+	"github.com/brokertrace/brokertrace/process"
 )
 
 // cpuidleRoot holds cpuN/cpuidle/stateK/time: how long, in µs, CPU N has
@@ -70,6 +68,7 @@ type idleReader struct {
 	cpus   []int64
 	files  [][]*os.File // per CPU, one per idle state (cpuidle) or the timer list
 	pinned []bool
+	tids   []int         // the pinned readers' threads
 	req    []chan uint64 // per pinned CPU: read for this reading
 	resp   chan idleAt
 	seq    uint64
@@ -176,6 +175,7 @@ func openStates(root string, cpu int64) ([]*os.File, error) {
 // pin starts a reader thread pinned to each CPU it may run on.
 func (r *idleReader) pin() {
 	r.pinned = make([]bool, len(r.cpus))
+	r.tids = make([]int, len(r.cpus))
 	r.req = make([]chan uint64, len(r.cpus))
 	r.resp = make(chan idleAt, 2*len(r.cpus)) // room for answers to readings that timed out
 	for i := range r.cpus {
@@ -193,13 +193,13 @@ func (r *idleReader) pin() {
 // close runs (its reading timed out on a starved CPU): it then reads
 // closed files, an error no one waits for, so the answer never blocks.
 func (r *idleReader) serve(i int, req <-chan uint64, files []*os.File, ready chan<- bool) {
-	runtime.LockOSThread()
-	var set unix.CPUSet
-	set.Set(int(r.cpus[i]))
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	tid, err := process.PinThread(int(r.cpus[i]))
+	if err != nil {
 		ready <- false
 		return
 	}
+	defer process.UnpinThread(tid)
+	r.tids[i] = tid
 	ready <- true
 	buf := make([]byte, 0, 64<<10)
 	for seq := range req {

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -389,4 +390,64 @@ func TestIdleReaderPairing(t *testing.T) {
 	if !ok || got < 0.999 || got > 1.0001 {
 		t.Errorf("CPU %d with a busy loop read %.5f busy (%v), want 1", cpu, got, ok)
 	}
+}
+
+// TestIdleReaderStaysPinned: moving the recorder's threads to one CPU
+// (record --self-cpus, after its sources started) leaves each idle reader
+// on the CPU it reads, as /proc's Cpus_allowed_list shows, while the
+// other threads move. Moved to the load's CPU, the broker's CPU was read
+// from there, with its idle period in progress left out: an idle step's
+// machine busy time read −0.056 CPUs.
+func TestIdleReaderStaysPinned(t *testing.T) {
+	r, err := openIdle(cpuidleRoot, timerList, []int64{0, 1})
+	if err != nil {
+		t.Fatalf("cpuidle: %v", err)
+	}
+	defer r.close()
+	var one, all unix.CPUSet
+	one.Set(1)
+	all.Set(0)
+	all.Set(1)
+	if _, err := process.PlaceSelf(process.SelfPlacement{Priority: process.PriorityNormal, CPUs: &one}); err != nil {
+		t.Fatal(err)
+	}
+	defer process.PlaceSelf(process.SelfPlacement{Priority: process.PriorityNormal, CPUs: &all})
+	allowed := func(tid int) string {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/status", tid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for l := range strings.Lines(string(b)) {
+			if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	for i, tid := range r.tids {
+		if got, want := allowed(tid), strconv.Itoa(int(r.cpus[i])); !r.pinned[i] || got != want {
+			t.Errorf("the reader of CPU %d (thread %d, pinned %v): Cpus_allowed_list %q, want %q", r.cpus[i], tid, r.pinned[i], got, want)
+		}
+	}
+	others := func(check func(tid int)) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range tasks {
+			if tid, _ := strconv.Atoi(e.Name()); !slices.Contains(r.tids, tid) {
+				check(tid)
+				n++
+			}
+		}
+		if n == 0 {
+			t.Fatal("no thread but the readers")
+		}
+	}
+	others(func(tid int) {
+		if got := allowed(tid); got != "1" {
+			t.Errorf("thread %d: Cpus_allowed_list %q, want 1: PlaceSelf did not move it", tid, got)
+		}
+	})
 }

@@ -77,7 +77,8 @@ type SelfPlacement struct {
 	CPUs *unix.CPUSet
 }
 
-// PlaceSelf applies p to every thread of this process. Threads inherit
+// PlaceSelf applies p to every thread of this process, but for the CPUs
+// of those PinThread pinned. Threads inherit
 // their creator's policy, nice value and affinity, so a thread the Go
 // runtime starts later takes them from the thread it is cloned from; one
 // cloned while the threads are being changed shows in the next listing of
@@ -87,12 +88,13 @@ type SelfPlacement struct {
 // A child process started afterwards would inherit the placement too: run
 // starts the broker before placing itself.
 func PlaceSelf(p SelfPlacement) (int, error) {
-	return placeAll("self", p.CPUs, p.attr())
+	return placeAll("self", p.CPUs, p.attr(), isPinned)
 }
 
-// placeAll sets the affinity (if cpus is not nil) and the scheduling (if
-// attr is not nil) of every thread of process pid ("self" or a number).
-func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr) (int, error) {
+// placeAll sets the affinity (if cpus is not nil; not of the threads
+// pinned says are pinned) and the scheduling (if attr is not nil) of every
+// thread of process pid ("self" or a number).
+func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr, pinned func(tid int) bool) (int, error) {
 	done := map[int]bool{}
 	for {
 		tids, err := tasks(pid)
@@ -104,7 +106,11 @@ func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr) (int, error) 
 			if done[tid] {
 				continue
 			}
-			if err := placeThread(tid, cpus, attr); err != nil && err != unix.ESRCH {
+			c := cpus
+			if pinned(tid) {
+				c = nil
+			}
+			if err := placeThread(tid, c, attr); err != nil && err != unix.ESRCH {
 				return len(done), fmt.Errorf("thread %d: %w", tid, err)
 			}
 			done[tid] = true

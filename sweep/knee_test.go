@@ -238,10 +238,15 @@ func TestSweepFindsQuotaKnee(t *testing.T) {
 }
 
 // TestSweepLoadHeldBack: with the load's CPU taken by two busy loops of
-// nice -19 (each 70 times a nice-0 thread's weight, leaving the load and
-// the recorder 0.7% of it), the load cannot send 10 000 msg/s to a broker
-// that burns 20 µs a message: the step saturates, held back by the load's
-// CPU, not the broker's.
+// nice -19 (each 70 times a nice-0 thread's weight, leaving the load 0.7%
+// of it), the load cannot send 10 000 msg/s to a broker that burns 20 µs
+// a message: the step saturates, held back by the load's CPU, not the
+// broker's. The recorder runs on the broker's CPU (--self-cpus 0), but for
+// its reader of the load CPU's idle time, pinned there: beside the busy
+// loops a recorder took over 2 minutes to attach and to end on a fresh
+// machine, and the sweep gave up on it. (Busy loops of nice 0, even 40 of
+// them, did not hold the load back: it sleeps between messages, and the
+// scheduler lets a waking thread run first.)
 func TestSweepLoadHeldBack(t *testing.T) {
 	bin := binary(t)
 	for range 2 {
@@ -251,11 +256,10 @@ func TestSweepLoadHeldBack(t *testing.T) {
 		}
 		t.Cleanup(func() { hog.Process.Kill(); hog.Wait() })
 	}
-	// A window of 3.5 s, which gives the starved recorder time to take
-	// readings. The CPU's busy time is read by a thread on it, which the
-	// busy loops delay by up to 0.5 s: paired with the recorder's time of
-	// the reading, not its own, a CPU never idle read 0.85 busy in CI.
-	sw := burnSweep(t, bin, 20, "--rates", "10000", "--step", "4s")
+	// The CPU's busy time is read by a thread on it, which the busy loops
+	// delay: paired with the recorder's time of the reading, not its own,
+	// a CPU never idle read 0.85 busy in CI.
+	sw := burnSweep(t, bin, 20, "--rates", "10000", "--step", "4s", "--record-flag=--self-cpus=0")
 	st := sw.Steps[0]
 	t.Logf("asked %.0f msg/s, achieved %.1f; broker %.3f CPU, load's CPU %.3f busy; bottleneck %q; knee: %+v",
 		st.RateAsked, st.RateAchieved, st.BrokerUtil, st.LoadCPUsBusy, st.Bottleneck, sw.Knee)
