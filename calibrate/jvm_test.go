@@ -67,6 +67,8 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	if err := sw.Start(); err != nil {
 		t.Fatal(err)
 	}
+	stopJIT := make(chan struct{})
+	jit := sampleJIT(a.PID(), stopJIT)
 	waitAttached(t, filepath.Join(out, "step-00-regular-"+jvmRate, "record.log"))
 	time.Sleep(2500 * time.Millisecond) // past the warm-up
 	gc1 := forceGC(t, a.PID(), gcLog)
@@ -77,11 +79,14 @@ func TestCalibrateJVMPauses(t *testing.T) {
 	if err := sw.Wait(); err != nil {
 		t.Fatalf("sweep: %v\n%s", err, serr.String())
 	}
+	close(stopJIT)
+	samples := <-jit
 	cal, err := Run(out, Options{AllowUnsaturated: true}) // one step, well below the knee: the pauses are what it is for
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkJVMPauses(t, out, cal, []forced{gc1, gc2}, stop, gcLog)
+	checkJIT(t, out, cal.Steps[0], samples)
 	checkGCStream(t, filepath.Join(out, "step-00-regular-"+jvmRate, recfile.MetaFile))
 }
 

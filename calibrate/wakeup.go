@@ -48,7 +48,7 @@ func wakePoints(s *step) (pts []wakePoint, jitNs int64, err error) {
 // schedPoints are the windows of s's sched.csv inside its measured
 // window that keep says, as wakePoints.
 func schedPoints(s *step, keep func(*recfile.SchedRow) bool) (pts []wakePoint, jitNs int64, err error) {
-	jit, err := jitWindows(s)
+	jit, err := recfile.JITWindows(s.dir)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -57,7 +57,7 @@ func schedPoints(s *step, keep func(*recfile.SchedRow) bool) (pts []wakePoint, j
 			return nil
 		}
 		dt := float64(r.TEnd-r.TStart) / 1e9
-		on := max(int64(r.OnCPUNs)-jit[r.TStart], 0)
+		on := max(int64(r.OnCPUNs)-jit[r.TStart].CPUNs, 0)
 		jitNs += int64(r.OnCPUNs) - on
 		pts = append(pts, wakePoint{step: s.Index, util: float64(on) / 1e9 / dt,
 			msgs: float64(r.MsgsIn) / dt, wakes: float64(r.Voluntary) / dt})
@@ -67,42 +67,6 @@ func schedPoints(s *step, keep func(*recfile.SchedRow) bool) (pts []wakePoint, j
 		return nil, 0, nil
 	}
 	return pts, jitNs, err
-}
-
-// jitPrefixes are the names (comm, 15 bytes) of HotSpot's JIT compiler
-// threads.
-var jitPrefixes = []string{"C1 CompilerThre", "C2 CompilerThre"}
-
-// jitWindows is the CPU time of the JIT compiler threads per window start
-// (thread_windows.csv); empty when the step has no such threads or file.
-func jitWindows(s *step) (map[int64]int64, error) {
-	out := map[int64]int64{}
-	threads, err := recfile.ReadTable[recfile.ThreadRow](filepath.Join(s.dir, recfile.ThreadsFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return out, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	jit := map[int]bool{}
-	for _, t := range threads {
-		if slices.ContainsFunc(jitPrefixes, func(p string) bool { return strings.HasPrefix(t.Comm, p) }) {
-			jit[t.TID] = true
-		}
-	}
-	if len(jit) == 0 {
-		return out, nil
-	}
-	err = recfile.ScanTable(filepath.Join(s.dir, recfile.ThreadWindowsFile), func(r *recfile.ThreadWindowRow) error {
-		if jit[r.TID] {
-			out[r.TStart] += r.CPUNs
-		}
-		return nil
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		err = nil
-	}
-	return out, err
 }
 
 // fitThroughOrigin solves min Σ (util − d·msgs − w·wakes)² by the normal

@@ -50,6 +50,13 @@ func TestCompareKnownErrors(t *testing.T) {
 	if e := Compare(pred, meas, 2); !e.LatencyChecked {
 		t.Errorf("at 0.85 of two CPUs latency is not checked")
 	}
+	// A JVM's JIT compiler is left out of the utilisation judged, not
+	// of the latency's gate: 0.85 with 0.30 of it compiling is 0.55.
+	meas.JITUtil = 0.30
+	if e := Compare(pred, meas, 1); math.Abs(e.BrokerUtilPP-(100*(0.4699-0.55))) > 1e-9 || e.LatencyChecked {
+		t.Errorf("0.85 CPU, 0.30 of it the JIT's: %+v, want the error against 0.55 and latency not checked", e)
+	}
+	meas.JITUtil = 0
 	pred.BrokerUtil, meas.Saturated = 0.56, true
 	if e := Compare(pred, meas, 1); e.UtilOK || e.UtilChecked || e.LatencyChecked {
 		t.Errorf("saturated: %+v, want nothing checked", e)

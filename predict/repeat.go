@@ -18,6 +18,7 @@ import (
 // pattern and rate, interpolated linearly between the two steps below
 // saturation around it (rows outside their rates are not compared), and
 // the two saturation throughputs where both sweeps saturated the broker.
+// Utilisations are without the JIT compiler's CPU, as the model's errors.
 
 // repeatability compares the rows measured in the --against sweep with
 // the calibrating sweep's steps (cal.Steps); against is that sweep's
@@ -34,8 +35,8 @@ func repeatability(cal *recfile.Calibration, rows []recfile.PredictionRow, again
 			continue
 		}
 		r.Compared++
-		if d := 100 * (m.BrokerUtil - u); r.Compared == 1 || math.Abs(d) > math.Abs(r.WorstPP) {
-			r.WorstPP, r.Pattern, r.Rate, r.Measured, r.Calibrating, r.ModelPP = d, row.Pattern, row.Rate, m.BrokerUtil, u, e.BrokerUtilPP
+		if d := 100 * (m.WarmUtil() - u); r.Compared == 1 || math.Abs(d) > math.Abs(r.WorstPP) {
+			r.WorstPP, r.Pattern, r.Rate, r.Measured, r.Calibrating, r.ModelPP = d, row.Pattern, row.Rate, m.WarmUtil(), u, e.BrokerUtilPP
 		}
 	}
 	if first, ok, _ := measuredPeak(cal.Steps); ok && against.Reached && !against.HeldByLoad && against.Measured > 0 {
@@ -44,7 +45,7 @@ func repeatability(cal *recfile.Calibration, rows []recfile.PredictionRow, again
 	return r
 }
 
-// interpolateUtil is the broker utilisation of the steps of pattern below
+// interpolateUtil is the warm broker utilisation of the steps of pattern below
 // saturation at rate (achieved), linearly between the nearest step below
 // and the nearest above; false outside their rates.
 func interpolateUtil(steps []recfile.SweepStep, pattern string, rate float64) (float64, bool) {
@@ -58,11 +59,11 @@ func interpolateUtil(steps []recfile.SweepStep, pattern string, rate float64) (f
 	i, _ := slices.BinarySearchFunc(below, rate, func(s recfile.SweepStep, r float64) int { return cmp.Compare(s.RateAchieved, r) })
 	switch {
 	case i < len(below) && below[i].RateAchieved == rate:
-		return below[i].BrokerUtil, true
+		return below[i].WarmUtil(), true
 	case i == 0 || i == len(below):
 		return 0, false
 	}
 	lo, hi := below[i-1], below[i]
 	f := (rate - lo.RateAchieved) / (hi.RateAchieved - lo.RateAchieved)
-	return lo.BrokerUtil + f*(hi.BrokerUtil-lo.BrokerUtil), true
+	return lo.WarmUtil() + f*(hi.WarmUtil()-lo.WarmUtil()), true
 }

@@ -20,7 +20,7 @@ import (
 func TestRepeatability(t *testing.T) {
 	cal := &recfile.Calibration{Steps: []recfile.SweepStep{
 		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 1000, BrokerUtil: 0.10},
-		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 5000, BrokerUtil: 0.30},
+		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 5000, BrokerUtil: 0.50, JITUtil: 0.20}, // 0.30 warm
 		{Pattern: "bursty", Status: recfile.SweepDone, RateAchieved: 3000, BrokerUtil: 0.90}, // another pattern
 		{Pattern: "regular", Status: recfile.SweepFailed, RateAchieved: 3000, BrokerUtil: 0.90},
 		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 8000, BrokerUtil: 0.99, Saturated: true},
@@ -30,13 +30,14 @@ func TestRepeatability(t *testing.T) {
 			Errors: &recfile.PredictionErrors{BrokerUtilPP: -1.5}}
 	}
 	rows := []recfile.PredictionRow{
-		row(2000, 0.17, false), // 0.15 there: +2 pp
+		row(2000, 0.27, false), // 0.15 there, 0.17 warm: +2 pp
 		row(4000, 0.20, false), // 0.25 there: −5 pp, the worst
 		row(5000, 0.33, false), // exactly a step: +3 pp
 		row(6000, 0.90, false), // beyond the highest step below saturation
 		row(500, 0.90, false),  // below the lowest
 		row(3000, 0.90, true),  // saturated here
 	}
+	rows[0].Measured.JITUtil = 0.10
 	r := repeatability(cal, rows, recfile.PredictionSaturation{Measured: 9000, Reached: true})
 	if r.Compared != 3 || math.Abs(r.WorstPP+5) > 1e-9 || r.Rate != 4000 || math.Abs(r.Calibrating-0.25) > 1e-12 || r.Measured != 0.20 || r.ModelPP != -1.5 {
 		t.Errorf("repeatability %+v: want 3 compared, worst −5 pp at 4000 msg/s (0.20 against 0.25)", r)

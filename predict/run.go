@@ -79,7 +79,7 @@ func bins(h *sim.Hist) []recfile.PredictionBin {
 
 // stepValues are what sweep.json measured at a step.
 func stepValues(s *recfile.SweepStep) *recfile.PredictionValues {
-	return &recfile.PredictionValues{Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, SystemUtil: s.SystemUtil,
+	return &recfile.PredictionValues{Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
 		SwitchesPerMsg: s.SwitchesPerMsgThreads, Latency: s.LatencyNs, Saturated: s.Saturated}
 }
 

@@ -91,7 +91,11 @@ type PredictionValues struct {
 	// BrokerUtil in CPUs' worth (the broker's stages; measured: sweep's
 	// broker_util); SystemUtil adds the system place (measured: all CPUs'
 	// busy time, which also holds the load generator's).
-	BrokerUtil     float64      `json:"broker_util"`
+	BrokerUtil float64 `json:"broker_util"`
+	// JITUtil, measured only, is the part of BrokerUtil the JVM's JIT
+	// compiler threads took (sweep's jit_util): a model of a warmed-up
+	// broker is judged against WarmUtil.
+	JITUtil        float64      `json:"jit_util,omitempty"`
 	SystemUtil     float64      `json:"system_util"`
 	SwitchesPerMsg float64      `json:"switches_per_msg"`
 	Latency        LatencyStats `json:"latency"`
@@ -100,6 +104,9 @@ type PredictionValues struct {
 	LatencyBins []PredictionBin `json:"latency_bins,omitempty"`
 	Saturated   bool            `json:"saturated"`
 }
+
+// WarmUtil is BrokerUtil without the JIT compiler's CPU.
+func (v *PredictionValues) WarmUtil() float64 { return v.BrokerUtil - v.JITUtil }
 
 // PredictionBin is one histogram bin: [lo_ns, hi_ns).
 type PredictionBin struct {

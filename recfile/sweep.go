@@ -58,6 +58,10 @@ const (
 	SweepConfirm = "confirm"
 )
 
+// WarmUtil is BrokerUtil without the JIT compiler's CPU: a warmed-up
+// broker's, which a model of the broker predicts.
+func (s *SweepStep) WarmUtil() float64 { return s.BrokerUtil - s.JITUtil }
+
 // SweepKnee is where a sweep's broker saturates: between the highest
 // rate it kept up with and the lowest it fell behind at.
 type SweepKnee struct {
@@ -182,6 +186,10 @@ type SweepStep struct {
 	// it; else proc_stat, tick-sampled).
 	BrokerUtil       float64 `json:"broker_util"`
 	BrokerUtilSource string  `json:"broker_util_source"`
+	// JITUtil is the part of BrokerUtil a JVM's JIT compiler threads took
+	// (IsJITThread; thread_windows.csv): the warm-up of a JVM started
+	// for the sweep, which a long-running broker has behind it.
+	JITUtil          float64 `json:"jit_util,omitempty"`
 	SystemUtil       float64 `json:"system_util"`
 	SystemUtilSource string  `json:"system_util_source,omitempty"`
 	// LoadCPUsBusy is the busy time of the load's CPUs (--load-cpus) in

@@ -73,6 +73,7 @@ func predictPatterns(rows []recfile.PredictionRow) []string {
 
 // predictRatesDat: one line per rate; nan where nothing was measured.
 func predictRatesDat(w io.Writer, rows []recfile.PredictionRow) error {
+	fmt.Fprintln(w, "# broker_util_meas leaves out a JVM's JIT compiler threads (a just-started JVM's warm-up), as the model's errors do")
 	fmt.Fprintln(w, "# rate_asked throughput_pred throughput_meas broker_util_pred broker_util_meas system_util_pred system_util_meas p50_ns_pred p50_ns_meas p99_ns_pred p99_ns_meas")
 	for _, r := range rows {
 		m := predictMeasured(&r)
@@ -100,7 +101,18 @@ func predictMeasured(r *recfile.PredictionRow) predictMeas {
 		}
 		return float64(v)
 	}
-	return predictMeas{m.Throughput, m.BrokerUtil, m.SystemUtil, lat(m.Latency.P50Ns), lat(m.Latency.P99Ns)}
+	return predictMeas{m.Throughput, m.WarmUtil(), m.SystemUtil, lat(m.Latency.P50Ns), lat(m.Latency.P99Ns)}
+}
+
+// MeasuredUtil is the measured broker utilisation a model is judged
+// against (WarmUtil) to 3 digits, and what the JIT compiler took beside
+// it, when it took anything: "0.160 +0.277 JIT".
+func MeasuredUtil(m *recfile.PredictionValues) string {
+	s := fmt.Sprintf("%.3f", m.WarmUtil())
+	if m.JITUtil >= 0.0005 {
+		s += fmt.Sprintf(" +%.3f JIT", m.JITUtil)
+	}
+	return s
 }
 
 // predictNaN writes v for a .dat, "nan" (gnuplot's missing) when absent:
@@ -313,7 +325,7 @@ func predictFacts(p *recfile.Prediction) [][2]string {
 
 func predictErrorTable(p *recfile.Prediction) htmlTable {
 	t := htmlTable{ID: "table-predict-errors", Title: "Error per rate",
-		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±3 below saturation); latency as predicted/measured (goals below 80% utilisation: median within 1.5×, p99 within 3×).",
+		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±3 below saturation), measured without a JVM's JIT compiler threads (their CPU shown as +JIT: a just-started JVM's warm-up); latency as predicted/measured (goals below 80% utilisation: median within 1.5×, p99 within 3×).",
 		Head: []string{"pattern", "rate asked", "step", "throughput pred", "meas", "err %", "broker util pred", "meas", "err pp", "p50 pred", "meas", "ratio", "p99 pred", "meas", "ratio", "switches/msg (model)"}}
 	for _, r := range p.Rows {
 		row := []string{r.Pattern, predictRate(r.Rate), fmt.Sprint(r.Step), predictRate(r.Predicted.Throughput), "–", "–", fmtNum(r.Predicted.BrokerUtil, 3), "–", "–",
@@ -323,7 +335,7 @@ func predictErrorTable(p *recfile.Prediction) htmlTable {
 			if !e.UtilChecked {
 				util += " (saturated)"
 			}
-			row[4], row[5], row[7], row[8] = predictRate(m.Throughput), fmt.Sprintf("%+.1f", e.ThroughputPct), fmtNum(m.BrokerUtil, 3), util
+			row[4], row[5], row[7], row[8] = predictRate(m.Throughput), fmt.Sprintf("%+.1f", e.ThroughputPct), MeasuredUtil(m), util
 			row[10], row[11], row[13], row[14] = fmtNs(float64(m.Latency.P50Ns)), predictRatio(e.MedianRatio), fmtNs(float64(m.Latency.P99Ns)), predictRatio(e.P99Ratio)
 		}
 		t.Rows = append(t.Rows, row)

@@ -130,8 +130,12 @@ func StepLine(st *recfile.SweepStep) string {
 	default:
 		return st.Status
 	}
-	s := fmt.Sprintf("achieved %s msg/s, broker %.3f CPU (%s), system %.3f, p50 %v p99 %v, %.2f|%.2f switches/msg",
-		fmtRate(st.RateAchieved), st.BrokerUtil, st.BrokerUtilSource, st.SystemUtil,
+	jit := ""
+	if st.JITUtil >= 0.0005 {
+		jit = fmt.Sprintf(", %.3f of it JIT compiling", st.JITUtil)
+	}
+	s := fmt.Sprintf("achieved %s msg/s, broker %.3f CPU (%s%s), system %.3f, p50 %v p99 %v, %.2f|%.2f switches/msg",
+		fmtRate(st.RateAchieved), st.BrokerUtil, st.BrokerUtilSource, jit, st.SystemUtil,
 		time.Duration(st.LatencyNs.P50Ns), time.Duration(st.LatencyNs.P99Ns), st.SwitchesPerMsgThreads, st.SwitchesPerMsgCPUs)
 	if st.Missing > 0 || st.Lossy() {
 		// Losses of the recording beside the load's: a step whose

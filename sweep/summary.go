@@ -64,7 +64,7 @@ func summarize(dir string, st *recfile.SweepStep, o recfile.SweepOptions) error 
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	for _, f := range []func(string, *recfile.SweepStep, func(int64) bool) error{cpu, sched, network} {
+	for _, f := range []func(string, *recfile.SweepStep, func(int64) bool) error{cpu, jit, sched, network} {
 		if err := f(dir, st, in); err != nil {
 			return err
 		}
@@ -169,6 +169,24 @@ func cpu(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 	if exactAll {
 		st.SystemUtil, st.SystemUtilSource = exact/dur, exactSource(dir)
 	}
+	return nil
+}
+
+// jit fills JITUtil: the JIT compiler threads' CPU in the windows of
+// thread_windows.csv whose middle lies in the measured window, over the
+// measured window's length, as cpu's rows are.
+func jit(dir string, st *recfile.SweepStep, in func(int64) bool) error {
+	w, err := recfile.JITWindows(dir)
+	if err != nil || st.WindowEndNs <= st.WindowStartNs {
+		return err
+	}
+	var ns int64
+	for _, r := range w {
+		if midIn(in, r.TStart, r.TEnd) {
+			ns += r.CPUNs
+		}
+	}
+	st.JITUtil = float64(ns) / float64(st.WindowEndNs-st.WindowStartNs)
 	return nil
 }
 

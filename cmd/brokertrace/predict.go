@@ -171,7 +171,7 @@ func predictText(w io.Writer, p *recfile.Prediction, out string) {
 			if !e.UtilChecked {
 				pp += " sat"
 			}
-			cols[3], cols[4], cols[6], cols[7] = fmt.Sprintf("%.0f", m.Throughput), fmt.Sprintf("%+.1f", e.ThroughputPct), fmt.Sprintf("%.3f", m.BrokerUtil), pp
+			cols[3], cols[4], cols[6], cols[7] = fmt.Sprintf("%.0f", m.Throughput), fmt.Sprintf("%+.1f", e.ThroughputPct), report.MeasuredUtil(m), pp
 			cols[9], cols[10], cols[12], cols[13] = predictDur(m.Latency.P50Ns), predictRatio(e.MedianRatio), predictDur(m.Latency.P99Ns), predictRatio(e.P99Ratio)
 		}
 		for _, c := range cols {
