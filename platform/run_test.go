@@ -153,19 +153,28 @@ func TestQuickRun(t *testing.T) {
 }
 
 // perfBench runs perf bench sched pipe between threads (-T, as the
-// experiment's) pinned to cpu and returns its CPU
-// time (user + system of its processes, from wait4) per round trip / 2,
-// in ns: on a CPU shared with other work, wall time would count their
-// slices too.
+// experiment's) pinned to cpu and returns its CPU time (user + system of
+// its processes, from wait4) per round trip / 2, in ns: on a CPU shared
+// with other work, wall time would count their slices too. It is the
+// difference between a long and a short run, over the difference in
+// round trips: perf's own start-up (tens of ms, more when its files are
+// not cached) made one run's figure 1 133-1 702 ns on one machine within
+// minutes, against 1 008-1 076 by the experiment.
 func perfBench(t *testing.T, cpu int) float64 {
-	const loops = 50000
+	const short, long = 10000, 60000
+	return (perfCPU(t, cpu, long) - perfCPU(t, cpu, short)) / (long - short) / 2
+}
+
+// perfCPU is the CPU time, in ns, of perf bench sched pipe -T for loops
+// round trips on cpu.
+func perfCPU(t *testing.T, cpu, loops int) float64 {
 	cmd := exec.Command("taskset", "-c", strconv.Itoa(cpu), "perf", "bench", "sched", "pipe", "-T", "-l", strconv.Itoa(loops))
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "usecs/op") {
 		t.Fatalf("perf bench: %v: %s", err, out)
 	}
 	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / loops / 2
+	return float64(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // checkTimeslice: without HRTICK a CPU-bound thread's slice ends at the

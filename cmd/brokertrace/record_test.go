@@ -107,7 +107,8 @@ func statuses(m recfile.Meta) []string {
 
 // TestSelfPlacement: --priority and --self-cpus reach every thread of
 // brokertrace, also those the Go runtime starts while it records under
-// load, as /proc shows them; under run, the broker started first keeps
+// load, as /proc shows them (--self-cpus but the readers of each CPU's
+// idle time, which stay on their CPU); under run, the broker started first keeps
 // the ordinary policy and its own CPUs.
 func TestSelfPlacement(t *testing.T) {
 	testutil.RequireRoot(t, "loads eBPF programs and creates cgroups")
@@ -123,7 +124,7 @@ func TestSelfPlacement(t *testing.T) {
 		if err != nil || lr.Received != 20000 {
 			t.Fatalf("load: %v", err)
 		}
-		checkPlaced(t, cmd.Process.Pid, self, schedIdle, 0)
+		checkPlaced(t, cmd.Process.Pid, self, schedIdle, 0, true)
 		cmd.Process.Signal(os.Interrupt)
 		if err := cmd.Wait(); err != nil {
 			t.Fatal(err)
@@ -134,8 +135,8 @@ func TestSelfPlacement(t *testing.T) {
 		r := startRun(t, []string{"brokertrace: attached"}, "run", "--cpus", broker, "--self-cpus", self,
 			"--priority", "batch", "--discard", "--quiet", "--", testbroker.NATSServerBin, "-a", "127.0.0.1", "-p", port)
 		r.await(t, "brokertrace: attached")
-		checkPlaced(t, r.cmd.Process.Pid, self, schedBatch, 19)
-		checkPlaced(t, r.pid, broker, schedNormal, 0)
+		checkPlaced(t, r.cmd.Process.Pid, self, schedBatch, 19, true)
+		checkPlaced(t, r.pid, broker, schedNormal, 0, false)
 	})
 }
 
@@ -147,13 +148,15 @@ const (
 )
 
 // checkPlaced: every thread of pid may run on cpus only, with policy and
-// nice.
-func checkPlaced(t *testing.T, pid int, cpus string, policy, nice int) {
+// nice; with readers, but for one thread per other CPU pinned to it: the
+// recorder's readers of each CPU's idle time, which must run there.
+func checkPlaced(t *testing.T, pid int, cpus string, policy, nice int, readers bool) {
 	t.Helper()
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
 	if len(tasks) < 3 {
 		t.Fatalf("pid %d has %d threads", pid, len(tasks))
 	}
+	pinned := map[string]bool{} // the CPUs of the idle readers seen
 	for _, task := range tasks {
 		status, err1 := os.ReadFile(task + "/status")
 		stat, err2 := os.ReadFile(task + "/stat")
@@ -161,9 +164,18 @@ func checkPlaced(t *testing.T, pid int, cpus string, policy, nice int) {
 			continue // the thread exited
 		}
 		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+2:]))
+		_, allowed, _ := strings.Cut(string(status), "\nCpus_allowed_list:\t")
+		allowed, _, _ = strings.Cut(allowed, "\n")
+		// A recorder's reader of a CPU's idle time stays on that CPU,
+		// one per CPU (collect's idle readers).
+		reader := readers && allowed != cpus && !strings.ContainsAny(allowed, ",-") && !pinned[allowed]
+		pinned[allowed] = pinned[allowed] || reader
 		// Fields from state (3): nice is field 19, policy field 41.
-		if !strings.Contains(string(status), "\nCpus_allowed_list:\t"+cpus+"\n") || f[19-3] != strconv.Itoa(nice) || f[41-3] != strconv.Itoa(policy) {
-			t.Fatalf("%s: nice %s policy %s, want CPUs %s nice %d policy %d:\n%s", task, f[19-3], f[41-3], cpus, nice, policy, status)
+		if (allowed != cpus && !reader) || f[19-3] != strconv.Itoa(nice) || f[41-3] != strconv.Itoa(policy) {
+			t.Fatalf("%s: CPUs %s nice %s policy %s, want CPUs %s nice %d policy %d:\n%s", task, allowed, f[19-3], f[41-3], cpus, nice, policy, status)
 		}
+	}
+	if readers && len(pinned) == 0 && cpus != "0" {
+		t.Errorf("pid %d: no thread on a CPU of its own: where are the readers of the other CPUs' idle time?", pid)
 	}
 }
