@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"os"
@@ -70,7 +71,7 @@ func readJIT(pid int, last map[string]int64) {
 
 // jitAt is the compiler threads' CPU time at t, linearly between samples.
 func jitAt(s []jitSample, t int64) float64 {
-	i, _ := slices.BinarySearchFunc(s, t, func(x jitSample, t int64) int { return int(min(max(x.t-t, -1), 1)) })
+	i, _ := slices.BinarySearchFunc(s, t, func(x jitSample, t int64) int { return cmp.Compare(x.t, t) })
 	switch {
 	case i == 0:
 		return float64(s[0].ns)

@@ -21,7 +21,7 @@ func TestRepeatability(t *testing.T) {
 	cal := &recfile.Calibration{Steps: []recfile.SweepStep{
 		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 1000, BrokerUtil: 0.10},
 		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 5000, BrokerUtil: 0.50, JITUtil: 0.20}, // 0.30 warm
-		{Pattern: "bursty", Status: recfile.SweepDone, RateAchieved: 3000, BrokerUtil: 0.90}, // another pattern
+		{Pattern: "bursty", Status: recfile.SweepDone, RateAchieved: 3000, BrokerUtil: 0.90},                 // another pattern
 		{Pattern: "regular", Status: recfile.SweepFailed, RateAchieved: 3000, BrokerUtil: 0.90},
 		{Pattern: "regular", Status: recfile.SweepDone, RateAchieved: 8000, BrokerUtil: 0.99, Saturated: true},
 	}}

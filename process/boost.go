@@ -308,6 +308,6 @@ func watch(a watcherArgs, rds []*ringbuf.Reader) BoostStats {
 // setAll gives every thread of pid the scheduling attr (see placeAll);
 // threads that ended meanwhile are no error.
 func setAll(pid int, attr *unix.SchedAttr) error {
-	_, err := placeAll(strconv.Itoa(pid), nil, attr, func(int) bool { return false })
+	_, err := placeAll(strconv.Itoa(pid), nil, attr, nil)
 	return err
 }

@@ -92,7 +92,7 @@ func PlaceSelf(p SelfPlacement) (int, error) {
 }
 
 // placeAll sets the affinity (if cpus is not nil; not of the threads
-// pinned says are pinned) and the scheduling (if attr is not nil) of every
+// pinned, if not nil, says are pinned) and the scheduling (if attr is not nil) of every
 // thread of process pid ("self" or a number).
 func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr, pinned func(tid int) bool) (int, error) {
 	done := map[int]bool{}
@@ -107,7 +107,7 @@ func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr, pinned func(t
 				continue
 			}
 			c := cpus
-			if pinned(tid) {
+			if pinned != nil && pinned(tid) {
 				c = nil
 			}
 			if err := placeThread(tid, c, attr); err != nil && err != unix.ESRCH {
