@@ -126,9 +126,10 @@ func startPinned(t *testing.T, cpu int, arg string) (*exec.Cmd, time.Duration) {
 	return s.cmd, s.fork
 }
 
-// span is a CPU time known to lie between lo and hi (ns): read just
-// before and just after the moment it stands for.
-type span struct{ lo, hi int64 }
+// span is a CPU time known to lie between lo and hi (ns), read just
+// before and just after a reading, and at the time the CPU's idle reader
+// read its residency for that reading.
+type span struct{ lo, hi, at int64 }
 
 // threadRunNs is the calling thread's CPU time (schedstat), in ns.
 func threadRunNs() (int64, error) {
@@ -203,7 +204,7 @@ func recordSpin(t *testing.T, cpu int) (excess, limit float64) {
 	// The child's CPU time at each reading while it lives (0 at the one
 	// before it started), bracketed by reads just before and just after
 	// the reading: its windows are checked one by one.
-	childAt := map[int64]span{tStart: {}}
+	childAt := map[int64]span{tStart: {at: src.readings[len(src.readings)-1].busyPer[int64(cpu)].at}}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	for alive := true; alive; {
@@ -219,8 +220,9 @@ func recordSpin(t *testing.T, cpu int) (excess, limit float64) {
 		lo, _, errLo := child.schedstat()
 		src.Sample(monotime.Now())
 		hi, _, errHi := child.schedstat()
-		if errLo == nil && errHi == nil && alive {
-			childAt[src.readings[len(src.readings)-1].t] = span{lo, hi}
+		last := src.readings[len(src.readings)-1]
+		if b, ok := last.busyPer[int64(cpu)]; ok && errLo == nil && errHi == nil && alive {
+			childAt[last.t] = span{lo, hi, b.at}
 		}
 	}
 	tEnd := src.readings[len(src.readings)-1].t
@@ -248,6 +250,7 @@ func checkExactBusy(t *testing.T, dir string, cpu int, tStart, tEnd int64, truth
 	}
 	var exact, tick, statIdle, bgBusy, bgTime float64
 	worst := math.Inf(1) // the least window busy time less the child's
+	var skew float64     // the most a reader's interval differs from its window's
 	for _, r := range rows {
 		if r.CPU != int64(cpu) {
 			continue
@@ -268,8 +271,11 @@ func checkExactBusy(t *testing.T, dir string, cpu int, tStart, tEnd int64, truth
 		if okA && okZ {
 			// The least the child can have run in the window: from
 			// the latest it can have been at its start to the earliest
-			// at its end.
-			worst = min(worst, r.BusyExact*dt-float64(z.lo-a.hi))
+			// at its end. The column is a share of the reader's own
+			// interval, which a reader waiting for the spinning child
+			// to yield makes differ from the window's by tens of µs.
+			worst = min(worst, r.BusyExact*float64(z.at-a.at)-float64(z.lo-a.hi))
+			skew = max(skew, math.Abs(dt-float64(z.at-a.at)))
 		}
 	}
 	span := float64(tEnd - tStart)
@@ -278,7 +284,7 @@ func checkExactBusy(t *testing.T, dir string, cpu int, tStart, tEnd int64, truth
 	wakeups := float64(spinFor / (spinOn + spinOff))
 	t.Logf("CPU %d over the child's %.2f s: exact busy %.2f ms, child %.2f ms (getrusage) + %.3f ms starting it: exact − child %+.3f ms; background %.2f%% of the CPU (%.2f ms); tick-sampled busy_util %.2f ms (%+.2f%% of the child's)",
 		cpu, span/1e9, exact/1e6, float64(truth)/1e6, float64(fork)/1e6, (exact-child)/1e6, 100*bgBusy/bgTime, bg/1e6, tick/1e6, 100*(tick-child)/child)
-	t.Logf("least window busy − child's CPU time in it: %+.3f ms", worst/1e6)
+	t.Logf("least window busy − child's CPU time in it: %+.3f ms (the reader's interval differs from the window's by up to %.3f ms)", worst/1e6, skew/1e6)
 	// /proc/stat's idle field, unlike its busy fields, is the tick-less
 	// idle clock under NO_HZ, printed in 10 ms units: logged for comparison.
 	t.Logf("busy as wall − /proc/stat idle − iowait: %.2f ms (exact − child %+.3f ms)", statIdle/1e6, (statIdle-child)/1e6)
