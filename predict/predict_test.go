@@ -264,6 +264,44 @@ func TestRunMeasuredPattern(t *testing.T) {
 	}
 }
 
+// --pattern measured replays when messages reached the broker's socket,
+// not when the broker read them: here 1 ms apart, read in pairs. Replayed,
+// the reads would queue each pair's second message behind its first; the
+// arrivals give every message the idle pipeline's 54 µs. The last message
+// has no arrival time: its read time stands in, and a warning says so.
+func TestRunMeasuredArrivals(t *testing.T) {
+	cal := synthCal(t, true, 2000)
+	step := testutil.OutDir(t, filepath.Join(filepath.Dir(cal), "sw", "step0"))
+	mw, err := recfile.CreateMessages(step, recfile.SockqMessageColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		arrive := int64(5e9) + int64(i)*1e6
+		tin := arrive + int64(1-i%2)*1e6 // the pair's second arrival
+		extra := fmt.Appendf(nil, ",%d,%d", arrive, tin-arrive)
+		if i == 199 {
+			extra = []byte(",,")
+		}
+		if err := mw.Write(&recfile.Message{ID: uint64(i), TIn: tin, TOut: tin + 27000, Latency: 27000, Copy: 1}, extra); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Run(cal, Options{Pattern: sim.Measured, Messages: 1000, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Rows) != 1 || p.Rows[0].Predicted.Latency.Count != 199 || p.Rows[0].Predicted.Latency.MaxNs != 54000 {
+		t.Fatalf("rows %+v", p.Rows)
+	}
+	if w := strings.Join(p.Warnings, "\n"); !strings.Contains(w, "1 of 200 messages without t_arrive_ns") {
+		t.Errorf("warnings %q", w)
+	}
+}
+
 func TestRunBadInput(t *testing.T) {
 	if _, err := Run(filepath.Join(t.TempDir(), "calibration.json"), Options{Pattern: AsMeasured, Messages: 10}); !errors.Is(err, ErrInput) {
 		t.Errorf("missing calibration: %v, want ErrInput", err)

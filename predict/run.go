@@ -24,12 +24,13 @@ func runJob(m *sim.Model, j job, sweepDir string, opt Options) (recfile.Predicti
 	var warn string
 	var meas *recfile.PredictionValues
 	var arrivals []int64
+	var reads int
 	if j.step != nil {
 		row.Step = j.step.Index
 		meas = stepValues(j.step)
 		if sweepDir != "" {
 			var err error
-			arrivals, err = stepLatencies(filepath.Join(sweepDir, j.step.Dir), j.step, meas)
+			arrivals, reads, err = stepLatencies(filepath.Join(sweepDir, j.step.Dir), j.step, meas)
 			if err != nil {
 				warn = fmt.Sprintf("step %d: %v: its latency distribution left out", j.step.Index, err)
 			}
@@ -41,6 +42,9 @@ func runJob(m *sim.Model, j job, sweepDir string, opt Options) (recfile.Predicti
 			return row, fmt.Sprintf("step %d: no arrival times to replay (its messages.csv): not predicted", row.Step), errSkip
 		}
 		a.TimesNs = arrivals
+		if reads > 0 {
+			warn = fmt.Sprintf("step %d: %d of %d messages without t_arrive_ns (recorded without --sockq, or not matched on the socket): their read times replayed, which hold the broker's own batching", row.Step, reads, len(arrivals))
+		}
 	}
 	t0 := time.Now()
 	res, err := sim.Run(m, a, sim.Options{Messages: opt.Messages, Warmup: opt.Warmup, Seed: opt.Seed})
@@ -85,32 +89,42 @@ func stepValues(s *recfile.SweepStep) *recfile.PredictionValues {
 
 // stepLatencies reads the step's messages.csv: the latency distribution of
 // first copies inside the measured window (into v, replacing its summary
-// when the step had none), and their read times, for --pattern measured.
-func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues) ([]int64, error) {
+// when the step had none), and their arrival times for --pattern
+// measured: when each reached the broker's socket (t_arrive_ns), or,
+// where that is unknown (reads is how many), when the broker read it. The
+// reads are the broker's own batching, not its input: at regular 47 744
+// msg/s RabbitMQ read 85% of its messages in the same read as the one
+// before, where their arrivals were 11% in the same packet.
+func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues) (times []int64, reads int, err error) {
 	var h sim.Hist
-	var times []int64
 	in := func(t int64) bool {
 		return (s.WindowStartNs == 0 || t >= s.WindowStartNs) && (s.WindowEndNs == 0 || t < s.WindowEndNs)
 	}
-	err := recfile.ScanLatencies(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageLatency) error {
-		if m.Copy == 1 && in(m.TIn) {
-			h.Add(float64(m.Latency))
+	err = recfile.ScanArrivals(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageArrival) error {
+		if m.Copy != 1 || !in(m.TIn) {
+			return nil
+		}
+		h.Add(float64(m.Latency))
+		if m.TArrive != nil {
+			times = append(times, *m.TArrive)
+		} else {
 			times = append(times, m.TIn)
+			reads++
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if h.Count() == 0 {
-		return nil, errors.New("no message in the step's window")
+		return nil, 0, errors.New("no message in the step's window")
 	}
 	v.LatencyBins = bins(&h)
 	if v.Latency.Count == 0 {
 		v.Latency = stats(&h)
 	}
 	slices.Sort(times)
-	return times, nil
+	return times, reads, nil
 }
 
 // saturation simulates far beyond every rate (3× the highest of the asked

@@ -157,6 +157,23 @@ func scanChecked[T any](path string, times func(*T) (tin, tout, latency int64), 
 	})
 }
 
+// MessageArrival is MessageLatency with the socket-queue source's
+// t_arrive_ns: nil where it was not known, or the recording had no such
+// source (the column is optional).
+type MessageArrival struct {
+	TIn     int64  `csv:"t_in_ns"`
+	TOut    int64  `csv:"t_out_ns"`
+	Latency int64  `csv:"latency_ns"`
+	Copy    uint32 `csv:"copy"`
+	TArrive *int64 `csv:"t_arrive_ns" optional:""`
+}
+
+// ScanArrivals streams a messages.csv as ScanLatencies does, with each
+// message's arrival on the broker's socket where it is known.
+func ScanArrivals(path string, fn func(*MessageArrival) error) error {
+	return scanChecked(path, func(m *MessageArrival) (int64, int64, int64) { return m.TIn, m.TOut, m.Latency }, fn)
+}
+
 // ReadMessages reads a messages.csv back into memory.
 func ReadMessages(path string) ([]Message, error) {
 	var out []Message

@@ -106,11 +106,20 @@ if r and r["compared"]:
 PY
 }
 
+# goals WHAT PREDICTION: the goals' verdicts of a prediction, one line.
+goals() {
+	python3 - "$@" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[2]))
+print("- %s: %s" % (sys.argv[1], "; ".join("%s %s (%s)" % (g["name"], "met" if g["met"] else "missed", g["detail"].split(":")[0]) for g in p["goals"])))
+PY
+}
+
 # measure BROKER: the first sweep to the knee and the model from it (the
 # loop the goal times), then the second sweep at fractions of the knee.
 measure() {
 	local b=$1 d="$out/$1"
-	rm -rf "$d" "$d-2" "$d-cv"
+	rm -rf "$d" "$d-2" "$d-cv" "$d-replay" "$d-cv-replay"
 	[ "$b" = rabbitmq ] && { epmd -port 14369 -address 127.0.0.1 -daemon || true; }
 	local t0
 	t0=$(date +%s)
@@ -141,6 +150,8 @@ analyse_first() {
 report() {
 	local b=$1 d="$out/$1"
 	"$bt" predict --against "$d-2" --out "$d-cv" "$d/calibration.json"
+	"$bt" predict --pattern measured --out "$d-replay" "$d/calibration.json" >/dev/null
+	"$bt" predict --pattern measured --against "$d-2" --out "$d-cv-replay" "$d/calibration.json" >/dev/null
 	{
 		echo "### $b: calibrated on the regular steps of its first sweep (knee $(knee "$d") msg/s)"
 		echo
@@ -149,6 +160,11 @@ report() {
 		echo "### $b: the same model against a second sweep ($(python3 -c 'import json,sys; print(",".join("%.0f" % s["rate_asked"] for s in json.load(open(sys.argv[1]))["steps"] if s["pattern"] == "regular"))' "$d-2/sweep.json") msg/s)"
 		echo
 		table "$d-cv/prediction.json"
+		echo
+		echo "With the arrivals the broker saw (its socket's t_arrive_ns) replayed, the same model (predict --pattern measured):"
+		echo
+		goals "first sweep" "$d-replay/prediction.json"
+		goals "second sweep" "$d-cv-replay/prediction.json"
 		echo
 		"$bt" export --out "$d" "$d/calibration.json" | sed -n 2p | sed 's/^/model.jmva: /'
 		echo

@@ -51,7 +51,8 @@ model judged on what it was not fitted to. It writes to --out (default: the cali
 
 --pattern as-measured (the default) simulates each step with its own
 pattern; regular, bursty (--burst messages every burst/rate) apply one
-pattern to every rate; measured replays each step's recorded read times.
+pattern to every rate; measured replays when each step's messages reached
+the broker's socket (t_arrive_ns; their read times where that is unknown).
 docs/predict.md describes the model as simulated.`,
 		Example: `  # every step of the sweep the calibration came from
   brokertrace predict amq-sweep/calibration.json
@@ -104,7 +105,7 @@ docs/predict.md describes the model as simulated.`,
 	}
 	fl := cmd.Flags()
 	fl.Float64SliceVar(&opt.Rates, "rates", nil, "rates in msg/s, comma-separated (default: the calibration's steps' asked rates)")
-	fl.StringVar(&opt.Pattern, "pattern", predict.AsMeasured, "arrivals: as-measured (each step's), regular, bursty, measured (the step's read times)")
+	fl.StringVar(&opt.Pattern, "pattern", predict.AsMeasured, "arrivals: as-measured (each step's), regular, bursty, measured (each step's arrivals on the broker's socket)")
 	fl.IntVar(&opt.Burst, "burst", 10, "messages per burst for --pattern bursty (ICPE'14: ten messages every 10/rate)")
 	fl.IntVar(&opt.Messages, "messages", 100000, "messages simulated per rate, after the warm-up")
 	fl.IntVar(&opt.Warmup, "warmup", 2000, "messages simulated first and discarded at each rate")

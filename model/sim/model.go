@@ -105,7 +105,11 @@ type Model struct {
 	// CPU from the stages — it is paid where a CPU had nothing to do.
 	SystemWakeNs float64
 	// BackgroundUtil is the broker's CPU with no message at all (timers,
-	// housekeeping), in CPUs; it is added to the broker's utilisation.
+	// housekeeping), in CPUs; it is added to the broker's utilisation,
+	// which stays within CPUs: it takes the time the stages leave, which
+	// a CPU that never parks spends polling otherwise. It takes no
+	// capacity from the stages: their demands, fitted at the peak, hold
+	// the background's share there.
 	BackgroundUtil float64
 	// QuantumNs is q: a thread that has run this long while another
 	// thread waits yields at its next token boundary. 0: never.

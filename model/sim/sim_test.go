@@ -256,4 +256,12 @@ func TestSpinBeforePark(t *testing.T) {
 			t.Fatalf("message %d latency %v, want %v (taken by the polling CPU)", i, x, da+db)
 		}
 	}
+	// A background of 5%: added where the CPU parks, and in place of
+	// polling where it never does — one CPU is never more than full.
+	m.BackgroundUtil = 0.05
+	r, _ = latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	near(t, "caught, with a background: broker util", r.BrokerUtil, 1, 1e-9)
+	m.SpinNs = 100e3
+	r, _ = latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
+	near(t, "parked, with a background: broker util", r.BrokerUtil, rate*(da+db+w+100e3)/1e9+0.05, 1e-9)
 }
