@@ -64,7 +64,7 @@ func runJob(m *sim.Model, j job, sweepDir string, opt Options) (recfile.Predicti
 
 func values(r *sim.Result) recfile.PredictionValues {
 	return recfile.PredictionValues{Throughput: r.Throughput, BrokerUtil: r.BrokerUtil, SystemUtil: r.SystemUtil, SwitchesPerMsg: r.SwitchesPerMsg,
-		Latency: stats(&r.Latency), LatencyBins: bins(&r.Latency)}
+		ArrivalCV: &r.ArrivalCV, Latency: stats(&r.Latency), LatencyBins: bins(&r.Latency)}
 }
 
 func stats(h *sim.Hist) recfile.LatencyStats {
@@ -84,7 +84,7 @@ func bins(h *sim.Hist) []recfile.PredictionBin {
 // stepValues are what sweep.json measured at a step.
 func stepValues(s *recfile.SweepStep) *recfile.PredictionValues {
 	return &recfile.PredictionValues{Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
-		SwitchesPerMsg: s.SwitchesPerMsgThreads, Latency: s.LatencyNs, Saturated: s.Saturated}
+		ArrivalCV: s.ArrivalCV, SwitchesPerMsg: s.SwitchesPerMsgThreads, Latency: s.LatencyNs, Saturated: s.Saturated}
 }
 
 // stepLatencies reads the step's messages.csv: the latency distribution of

@@ -95,7 +95,11 @@ type PredictionValues struct {
 	// JITUtil, measured only, is the part of BrokerUtil the JVM's JIT
 	// compiler threads took (sweep's jit_util): a model of a warmed-up
 	// broker is judged against WarmUtil.
-	JITUtil        float64      `json:"jit_util,omitempty"`
+	JITUtil float64 `json:"jit_util,omitempty"`
+	// ArrivalCV is the coefficient of variation of the gaps between
+	// arrivals (measured: sweep's arrival_cv, nil without it; predicted:
+	// the simulated arrivals', 0 for regular, 3 for bursts of ten).
+	ArrivalCV      *float64     `json:"arrival_cv,omitempty"`
 	SystemUtil     float64      `json:"system_util"`
 	SwitchesPerMsg float64      `json:"switches_per_msg"`
 	Latency        LatencyStats `json:"latency"`

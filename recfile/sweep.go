@@ -180,6 +180,13 @@ type SweepStep struct {
 	Received     int64   `json:"received"`
 	Saturated    bool    `json:"saturated"`
 	Messages     int64   `json:"messages"` // messages.csv first copies in the window
+	// ArrivalCV is the coefficient of variation of the gaps between
+	// those messages' arrivals on the broker's socket (t_arrive_ns):
+	// 0 for one message every 1/rate, 3 for bursts of ten, 1 for a
+	// Poisson stream. A load that fell behind its schedule and caught
+	// up sent clumps, whatever its pattern. nil without the
+	// socket-queue source.
+	ArrivalCV *float64 `json:"arrival_cv,omitempty"`
 	// BrokerUtil is the broker's CPU in CPUs' worth (BrokerUtilSource:
 	// cgroup or schedstat), SystemUtil all CPUs' busy time
 	// (SystemUtilSource: cpuidle or timer_list, exact, when every row has

@@ -79,8 +79,9 @@ table() {
 import json, sys
 p = json.load(open(sys.argv[1]))
 us = lambda ns: "%.0f µs" % (ns / 1e3) if ns < 1e7 else "%.1f ms" % (ns / 1e6)
-print("| pattern | asked msg/s | measured msg/s | predicted | broker CPU measured | predicted | error | p50 measured | predicted | p99 measured | predicted |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| pattern | asked msg/s | arrivals' CV measured | model | measured msg/s | predicted | broker CPU measured | predicted | error | p50 measured | predicted | p99 measured | predicted |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+cv = lambda v: "%.2f" % v["arrival_cv"] if v.get("arrival_cv") is not None else "–"
 for r in p["rows"]:
     m, q, e = r.get("measured"), r["predicted"], r.get("errors")
     if not m or not e:
@@ -89,8 +90,8 @@ for r in p["rows"]:
     # Judged without the JIT compiler threads' CPU, shown beside it.
     jit = m.get("jit_util", 0)
     util = "%.1f%%" % (100 * (m["broker_util"] - jit)) + (" +%.1f%% JIT" % (100 * jit) if jit >= 0.0005 else "")
-    print("| %s | %.0f | %.0f | %.0f | %s | %.1f%% | %+.1f pp%s | %s | %s | %s | %s |" % (
-        r["pattern"], r["rate"], m["throughput"], q["throughput"], util, 100 * q["broker_util"],
+    print("| %s | %.0f | %s | %s | %.0f | %.0f | %s | %.1f%% | %+.1f pp%s | %s | %s | %s | %s |" % (
+        r["pattern"], r["rate"], cv(m), cv(q), m["throughput"], q["throughput"], util, 100 * q["broker_util"],
         e["broker_util_pp"], note, us(m["latency"]["p50_ns"]), us(q["latency"]["p50_ns"]),
         us(m["latency"]["p99_ns"]), us(q["latency"]["p99_ns"])))
 print()

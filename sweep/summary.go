@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
 
 	"github.com/HdrHistogram/hdrhistogram-go"
 	"golang.org/x/sync/errgroup"
@@ -107,18 +108,50 @@ func summarizeLoad(dir string, st *recfile.SweepStep, o recfile.SweepOptions, me
 }
 
 // latency fills Messages and LatencyNs from the first copies of
-// messages.csv that entered the broker in the window.
+// messages.csv that entered the broker in the window, and ArrivalCV from
+// their arrivals when every one's is known.
 func latency(dir string, st *recfile.SweepStep, in func(int64) bool) error {
 	h := newHist()
-	err := recfile.ScanLatencies(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageLatency) error {
-		if m.Copy == 1 && in(m.TIn) {
-			h.Record(m.Latency)
+	var arrivals []int64
+	unknown := false
+	err := recfile.ScanArrivals(filepath.Join(dir, recfile.MessagesFile), func(m *recfile.MessageArrival) error {
+		if m.Copy != 1 || !in(m.TIn) {
+			return nil
+		}
+		h.Record(m.Latency)
+		if m.TArrive == nil {
+			unknown = true
+		} else {
+			arrivals = append(arrivals, *m.TArrive)
 		}
 		return nil
 	})
 	st.Messages = h.Count()
 	st.LatencyNs = h.Stats()
+	if cv, ok := gapCV(arrivals); ok && !unknown {
+		st.ArrivalCV = &cv
+	}
 	return err
+}
+
+// gapCV is the coefficient of variation of the gaps between the sorted
+// times ts; ok false with fewer than two gaps or no time between them.
+func gapCV(ts []int64) (cv float64, ok bool) {
+	if len(ts) < 3 {
+		return 0, false
+	}
+	slices.Sort(ts)
+	var sum, sq float64
+	for i := 1; i < len(ts); i++ {
+		g := float64(ts[i] - ts[i-1])
+		sum, sq = sum+g, sq+g*g
+	}
+	n := float64(len(ts) - 1)
+	mean := sum / n
+	if mean <= 0 {
+		return 0, false
+	}
+	return math.Sqrt(max(sq/n-mean*mean, 0)) / mean, true
 }
 
 // midIn says whether a time-series row belongs to the window: its middle

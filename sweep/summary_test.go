@@ -1,6 +1,7 @@
 package sweep
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -49,4 +50,55 @@ func TestCPUSystemExact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestArrivalCV: arrival_cv is taken from the messages' arrivals on the
+// socket, not their reads: 30 messages arriving 1 ms apart, read in
+// threes (a broker that batches its reads), give 0, where the reads'
+// gaps would give √2. One message without t_arrive_ns leaves it absent.
+func TestArrivalCV(t *testing.T) {
+	write := func(unknown int) string {
+		dir := t.TempDir()
+		mw, err := recfile.CreateMessages(testutil.OutDir(t, dir), recfile.SockqMessageColumns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 30 {
+			arrive := int64(1e9) + int64(i)*1e6
+			tin := int64(1e9) + int64(i/3*3+2)*1e6 // the third of each three
+			extra := fmt.Appendf(nil, ",%d,%d", arrive, tin-arrive)
+			if i == unknown {
+				extra = []byte(",,")
+			}
+			if err := mw.Write(&recfile.Message{ID: uint64(i), TIn: tin, TOut: tin + 5000, Latency: 5000, Copy: 1}, extra); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	in := func(int64) bool { return true }
+	var st recfile.SweepStep
+	if err := latency(write(-1), &st, in); err != nil {
+		t.Fatal(err)
+	}
+	if st.Messages != 30 || st.ArrivalCV == nil || *st.ArrivalCV > 1e-9 {
+		t.Errorf("messages %d, arrival_cv %s: want 30 and 0 (arrivals 1 ms apart)", st.Messages, fmtCV(st.ArrivalCV))
+	}
+	st = recfile.SweepStep{}
+	if err := latency(write(7), &st, in); err != nil {
+		t.Fatal(err)
+	}
+	if st.ArrivalCV != nil {
+		t.Errorf("arrival_cv %v with one arrival unknown: want it absent", *st.ArrivalCV)
+	}
+}
+
+func fmtCV(v *float64) string {
+	if v == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%.6f", *v)
 }

@@ -84,3 +84,19 @@ func (a *Arrivals) window(warmup, messages int) (first, end int, err error) {
 	}
 	return warmup, warmup + messages, nil
 }
+
+// gapCV is the coefficient of variation of the gaps between the arrivals
+// of messages [first, end]; 0 when they all arrive at once.
+func (a *Arrivals) gapCV(first, end int) float64 {
+	var sum, sq float64
+	for i := first; i < end; i++ {
+		g := a.at(i+1) - a.at(i)
+		sum, sq = sum+g, sq+g*g
+	}
+	n := float64(end - first)
+	if n < 1 || sum <= 0 {
+		return 0
+	}
+	mean := sum / n
+	return math.Sqrt(max(sq/n-mean*mean, 0)) / mean
+}

@@ -223,6 +223,7 @@ func (e *engine) result() *Result {
 		return r
 	}
 	r.OfferedRate = float64(e.end-e.first) / r.WindowNs * 1e9
+	r.ArrivalCV = e.a.gapCV(e.first, e.end)
 	r.Throughput = float64(r.Completed) / r.WindowNs * 1e9
 	r.SpinUtil = e.spin / r.WindowNs
 	r.BrokerUtil = r.SpinUtil + e.m.BackgroundUtil

@@ -46,13 +46,16 @@ type Result struct {
 	// the broker (a GC pause, a full queue) before entering.
 	InputWaitMeanNs float64
 	MaxInBroker     int
-	First, End      int     // measured messages' indices [First, End)
-	WindowNs        float64 // the window's length
-	Completed       int64   // messages through the broker in the window
-	Switches        int64   // in the window
-	Wakeups         int64   // in the window
-	Unparks         int64   // in the window
-	Events          int64
+	// ArrivalCV is the coefficient of variation of the gaps between the
+	// measured messages' arrivals (0 regular, √(b−1) in bursts of b).
+	ArrivalCV  float64
+	First, End int     // measured messages' indices [First, End)
+	WindowNs   float64 // the window's length
+	Completed  int64   // messages through the broker in the window
+	Switches   int64   // in the window
+	Wakeups    int64   // in the window
+	Unparks    int64   // in the window
+	Events     int64
 }
 
 type token struct {

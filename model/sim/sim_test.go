@@ -265,3 +265,25 @@ func TestSpinBeforePark(t *testing.T) {
 	r, _ = latencies(t, m, Arrivals{Pattern: Regular, Rate: rate}, Options{Messages: 400, Warmup: 4})
 	near(t, "parked, with a background: broker util", r.BrokerUtil, rate*(da+db+w+100e3)/1e9+0.05, 1e-9)
 }
+
+// The arrivals' coefficient of variation over the window: 0 for one
+// message every 1/r, √(b−1) = 3 for bursts of ten, and by hand for
+// measured times 0, 0, 10, 30 (gaps 0, 10, 20: mean 10, sd √(200/3)).
+func TestArrivalCV(t *testing.T) {
+	m := &Model{Stages: []Stage{det("accept-msg", 1e3)}, CPUs: 1}
+	for _, c := range []struct {
+		a    Arrivals
+		n    int
+		want float64
+	}{
+		{Arrivals{Pattern: Regular, Rate: 1000}, 100, 0},
+		{Arrivals{Pattern: Bursty, Rate: 1000, Burst: 10}, 100, 3},
+		{Arrivals{Pattern: Measured, TimesNs: []int64{0, 0, 10, 30}}, 3, math.Sqrt(200.0/3) / 10},
+	} {
+		r, err := Run(m, c.a, Options{Messages: c.n})
+		if err != nil {
+			t.Fatal(err)
+		}
+		near(t, c.a.Pattern+" arrival CV", r.ArrivalCV, c.want, 1e-9)
+	}
+}
