@@ -3,6 +3,7 @@ package sweep
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/brokertrace/brokertrace/internal/testutil"
@@ -86,6 +87,15 @@ func TestArrivalCV(t *testing.T) {
 	}
 	if st.Messages != 30 || st.ArrivalCV == nil || *st.ArrivalCV > 1e-9 {
 		t.Errorf("messages %d, arrival_cv %s: want 30 and 0 (arrivals 1 ms apart)", st.Messages, fmtCV(st.ArrivalCV))
+	}
+	st.Pattern = PatternRegular
+	if w := clumped(&st); w != "" {
+		t.Errorf("regular arrivals called clumped: %s", w)
+	}
+	cv := 1.5
+	st.ArrivalCV = &cv
+	if w := clumped(&st); !strings.Contains(w, "arrival_cv 1.50") {
+		t.Errorf("arrival_cv 1.5: warning %q", w)
 	}
 	st = recfile.SweepStep{}
 	if err := latency(write(7), &st, in); err != nil {
