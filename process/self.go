@@ -78,9 +78,9 @@ type SelfPlacement struct {
 }
 
 // PlaceSelf applies p to every thread of this process, but for the CPUs
-// of those PinThread pinned. Threads inherit
-// their creator's policy, nice value and affinity, so a thread the Go
-// runtime starts later takes them from the thread it is cloned from; one
+// of those PinThread pinned. Threads inherit their creator's policy, nice
+// value and affinity, so a thread the Go runtime starts later takes them
+// from the thread it is cloned from; one
 // cloned while the threads are being changed shows in the next listing of
 // /proc/self/task, which is repeated until it holds no thread not yet
 // placed. It returns the number of threads placed.
@@ -91,9 +91,9 @@ func PlaceSelf(p SelfPlacement) (int, error) {
 	return placeAll("self", p.CPUs, p.attr(), isPinned)
 }
 
-// placeAll sets the affinity (if cpus is not nil; not of the threads
-// pinned, if not nil, says are pinned) and the scheduling (if attr is not nil) of every
-// thread of process pid ("self" or a number).
+// placeAll sets the scheduling (if attr is not nil) and the affinity (if
+// cpus is not nil) of every thread of process pid ("self" or a number),
+// but not the affinity of a thread that pinned (if not nil) reports.
 func placeAll(pid string, cpus *unix.CPUSet, attr *unix.SchedAttr, pinned func(tid int) bool) (int, error) {
 	done := map[int]bool{}
 	for {
