@@ -78,6 +78,8 @@ func (c *calibration) addBackground() {
 		c.warn("background: the sweep has no idle step (sweep --idle): the broker's CPU without messages is taken as 0 and sits inside msg_cost and wake_cost")
 		c.add(recfile.CalParam{Name: recfile.CalBackground, Value: 0, Unit: "CPUs", Source: "assumed",
 			Derivation: "no idle step: the broker's CPU without messages is taken as 0 (it is inside msg_cost and wake_cost)"})
+		c.add(recfile.CalParam{Name: recfile.CalBackgroundWakes, Value: 0, Unit: "1/s", Source: "assumed",
+			Derivation: "no idle step: every wake-up counts in the fit"})
 		return
 	}
 	how := fmt.Sprintf("the broker threads' CPU over the idle step's %.1f s without load (%s), %.1f wake-ups/s", float64(b.step.end-b.step.start)/1e9, b.step.Dir, b.wakes)
@@ -88,4 +90,6 @@ func (c *calibration) addBackground() {
 		c.warn("background: the broker read %d messages during the idle step (another client's?): its background holds their cost", b.msgs)
 	}
 	c.add(recfile.CalParam{Name: recfile.CalBackground, Value: b.util, Unit: "CPUs", Source: "sweep idle step", Derivation: how})
+	c.add(recfile.CalParam{Name: recfile.CalBackgroundWakes, Value: b.wakes, Unit: "1/s", Source: "sweep idle step",
+		Derivation: "the broker threads' voluntary switches per second over the idle step: msg_cost and wake_cost were fitted on the wake-ups beyond it"})
 }

@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"math"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -66,6 +67,11 @@ func TestBackgroundKnown(t *testing.T) {
 	}
 	if sw.Idle.WakeupsPerSec < 0.95*1e6/(period+burnUs) {
 		t.Errorf("idle step: %.1f wake-ups/s, want at least the background thread's %.0f", sw.Idle.WakeupsPerSec, 1e6/(period+burnUs))
+	}
+	// The fit counts the wake-ups beyond the background's; predict's
+	// cost law subtracts the same, so calibrate must hand them on.
+	if bw := param(t, cal, recfile.CalBackgroundWakes); math.Abs(bw.Value/sw.Idle.WakeupsPerSec-1) > 0.05 || bw.Value < 0.95*1e6/(period+burnUs) {
+		t.Errorf("background_wakeups %.1f/s, want the idle step's %.1f (its windows' mean: within 5%%), at least the background thread's %.0f", bw.Value, sw.Idle.WakeupsPerSec, 1e6/(period+burnUs))
 	}
 	// Beside what it burns, a line costs the relay its read and write
 	// calls (3–6 µs, TestWakeCostKnown) and, as this fit takes every

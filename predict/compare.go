@@ -67,6 +67,7 @@ type worst struct {
 	limit    float64
 	ratio    bool
 	excluded int
+	cause    string // where the worst error came from, when known
 }
 
 func (w *worst) add(r recfile.PredictionRow, v, dist float64, ok bool) {
@@ -80,6 +81,7 @@ func (w *worst) add(r recfile.PredictionRow, v, dist float64, ok bool) {
 		w.goal.Detail = fmt.Sprintf("worst %.2f× (predicted/measured) at %s %.0f msg/s", v, r.Pattern, r.Rate)
 	} else {
 		w.goal.Detail = fmt.Sprintf("worst %+.1f pp at %s %.0f msg/s", v, r.Pattern, r.Rate)
+		w.cause = partsText(r)
 	}
 }
 
@@ -95,6 +97,7 @@ func (w *worst) done(none string) recfile.PredictionGoal {
 	if w.excluded > 0 {
 		w.goal.Detail += fmt.Sprintf(" (%d measured rates without a latency left out)", w.excluded)
 	}
+	w.goal.Detail += w.cause
 	return w.goal
 }
 

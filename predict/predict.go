@@ -102,6 +102,10 @@ func Run(calPath string, opt Options) (*recfile.Prediction, error) {
 	if len(p.Rows) == 0 {
 		return nil, fmt.Errorf("%w: no rate could be simulated: %s", ErrInput, strings.Join(p.Warnings, "; "))
 	}
+	law := newCostLaw(&cal)
+	for i := range p.Rows {
+		law.split(&p.Rows[i])
+	}
 	if err := saturation(p, m, &cal, steps, jobs, opt); err != nil {
 		return nil, err
 	}

@@ -302,6 +302,56 @@ func TestRunMeasuredArrivals(t *testing.T) {
 	}
 }
 
+// The utilisation error splits at the calibrated cost law, evaluated at
+// each step's measured rate and wake-ups (by hand: 0.004 CPU background,
+// 10 µs a message, 5 µs a wake-up beyond the background's 10/s). Step 0:
+// 0.004 + 0.010 + 0.015 = 0.029 against 0.048 measured without the JIT's
+// 0.002 (−1.9 pp), the model's 0.054 +2.5 pp from the law. Step 1: 0.004
+// + 0.0099 + 0.001485 against 0.2 (−18.4615 pp). The worst row's verdict
+// says so.
+func TestRunUtilParts(t *testing.T) {
+	calPath := synthCal(t, true, 2000)
+	dir := filepath.Dir(calPath)
+	var cal recfile.Calibration
+	if err := recfile.ReadJSON(dir, recfile.CalibrationFile, &cal); err != nil {
+		t.Fatal(err)
+	}
+	cal.Params = append(cal.Params, recfile.CalParam{Name: recfile.CalMsgCost, Value: 10000}, recfile.CalParam{Name: recfile.CalWakeCost, Value: 5000},
+		recfile.CalParam{Name: recfile.CalBackground, Value: 0.004}, recfile.CalParam{Name: recfile.CalBackgroundWakes, Value: 10})
+	cal.Steps[0].WakeupsPerSec, cal.Steps[0].JITUtil = 3010, 0.002
+	cal.Steps[1].WakeupsPerSec = 307
+	if err := recfile.WriteJSON(testutil.OutDir(t, dir), recfile.CalibrationFile, &cal, outdir.FilePerm); err != nil {
+		t.Fatal(err)
+	}
+	if err := recfile.WriteJSON(testutil.OutDir(t, filepath.Join(dir, "sw")), recfile.SweepFile, &recfile.Sweep{Steps: cal.Steps}, outdir.SecretPerm); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Run(calPath, Options{Pattern: AsMeasured, Burst: 10, Messages: 20000, Warmup: 200, Seed: 1, QueueCapacity: DefaultQueueCapacity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct{ law, lawPP, wakes float64 }{{0.029, -1.9, 3.01}, {0.015385, -18.4615, 307.0 / 990}}
+	for i, w := range want {
+		r := p.Rows[i]
+		u := r.Errors.UtilParts
+		if u == nil {
+			t.Fatalf("row %d: no broker_util_parts", i)
+		}
+		if math.Abs(u.LawUtil-w.law) > 1e-9 || math.Abs(u.LawPP-w.lawPP) > 1e-6 || math.Abs(r.Measured.WakeupsPerMsg-w.wakes) > 1e-9 {
+			t.Errorf("row %d: law %v (%+v pp), wake-ups per message %v; want %v (%+v pp), %v", i, u.LawUtil, u.LawPP, r.Measured.WakeupsPerMsg, w.law, w.lawPP, w.wakes)
+		}
+		if sim := 100 * (r.Predicted.BrokerUtil - w.law); math.Abs(u.SimulationPP-sim) > 1e-6 || math.Abs(u.LawPP+u.SimulationPP-r.Errors.BrokerUtilPP) > 1e-9 {
+			t.Errorf("row %d: simulation %+v pp, want %+v; the parts add to %+v, the error is %+v", i, u.SimulationPP, sim, u.LawPP+u.SimulationPP, r.Errors.BrokerUtilPP)
+		}
+		if r.Predicted.WakeupsPerMsg <= 0 {
+			t.Errorf("row %d: the model's wake-ups per message %v", i, r.Predicted.WakeupsPerMsg)
+		}
+	}
+	if g := p.Goals[0].Detail; !strings.Contains(g, "at bursty 1000 msg/s") || !strings.Contains(g, "-18.5 pp the broker's costs against the fitted law") || !strings.Contains(g, "where the broker had 0.31") {
+		t.Errorf("utilisation verdict %q: want the worst row's parts", g)
+	}
+}
+
 func TestRunBadInput(t *testing.T) {
 	if _, err := Run(filepath.Join(t.TempDir(), "calibration.json"), Options{Pattern: AsMeasured, Messages: 10}); !errors.Is(err, ErrInput) {
 		t.Errorf("missing calibration: %v, want ErrInput", err)

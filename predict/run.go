@@ -64,7 +64,7 @@ func runJob(m *sim.Model, j job, sweepDir string, opt Options) (recfile.Predicti
 
 func values(r *sim.Result) recfile.PredictionValues {
 	return recfile.PredictionValues{Throughput: r.Throughput, BrokerUtil: r.BrokerUtil, SystemUtil: r.SystemUtil, SwitchesPerMsg: r.SwitchesPerMsg,
-		ArrivalCV: &r.ArrivalCV, Latency: stats(&r.Latency), LatencyBins: bins(&r.Latency)}
+		WakeupsPerMsg: r.WakeupsPerMsg, ArrivalCV: &r.ArrivalCV, Latency: stats(&r.Latency), LatencyBins: bins(&r.Latency)}
 }
 
 func stats(h *sim.Hist) recfile.LatencyStats {
@@ -83,7 +83,11 @@ func bins(h *sim.Hist) []recfile.PredictionBin {
 
 // stepValues are what sweep.json measured at a step.
 func stepValues(s *recfile.SweepStep) *recfile.PredictionValues {
-	return &recfile.PredictionValues{Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
+	var wakes float64
+	if s.RateAchieved > 0 {
+		wakes = s.WakeupsPerSec / s.RateAchieved
+	}
+	return &recfile.PredictionValues{WakeupsPerMsg: wakes, Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
 		ArrivalCV: s.ArrivalCV, SwitchesPerMsg: s.SwitchesPerMsgThreads, Latency: s.LatencyNs, Saturated: s.Saturated}
 }
 

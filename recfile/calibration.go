@@ -67,13 +67,16 @@ const (
 // wake-ups/s, fitted on the calibrating steps' windows; the model pays
 // wake_penalty per wake-up it makes and spins for spin before parking.
 const (
-	CalMsgCost     = "msg_cost"     // ns: CPU per message without its wake-ups
-	CalWakeCost    = "wake_cost"    // ns: CPU per measured wake-up of a broker thread
-	CalBackground  = "background"   // CPUs: the broker's CPU without messages
-	CalWakePenalty = "wake_penalty" // ns: what the model pays per wake-up it makes
-	CalSpin        = "spin"         // ns: how long the model's idle CPU polls before parking
-	CalWakeLatency = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
-	CalPathLatency = "path_latency" // ns: latency in a message's path the model's stages leave out
+	CalMsgCost    = "msg_cost"   // ns: CPU per message without its wake-ups
+	CalWakeCost   = "wake_cost"  // ns: CPU per measured wake-up of a broker thread
+	CalBackground = "background" // CPUs: the broker's CPU without messages
+	// CalBackgroundWakes: the broker threads' wake-ups without messages
+	// (1/s): the fit's wake-ups are those beyond it.
+	CalBackgroundWakes = "background_wakeups"
+	CalWakePenalty     = "wake_penalty" // ns: what the model pays per wake-up it makes
+	CalSpin            = "spin"         // ns: how long the model's idle CPU polls before parking
+	CalWakeLatency     = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
+	CalPathLatency     = "path_latency" // ns: latency in a message's path the model's stages leave out
 
 	CalSystemMsgCost  = "system_msg_cost"  // ns: CPU outside the broker per message, the system stage's mean
 	CalSystemWakeCost = "system_wake_cost" // ns: CPU outside the broker per wake-up of a broker thread

@@ -99,10 +99,15 @@ type PredictionValues struct {
 	// ArrivalCV is the coefficient of variation of the gaps between
 	// arrivals (measured: sweep's arrival_cv, nil without it; predicted:
 	// the simulated arrivals', 0 for regular, 3 for bursts of ten).
-	ArrivalCV      *float64     `json:"arrival_cv,omitempty"`
-	SystemUtil     float64      `json:"system_util"`
-	SwitchesPerMsg float64      `json:"switches_per_msg"`
-	Latency        LatencyStats `json:"latency"`
+	ArrivalCV      *float64 `json:"arrival_cv,omitempty"`
+	SystemUtil     float64  `json:"system_util"`
+	SwitchesPerMsg float64  `json:"switches_per_msg"`
+	// WakeupsPerMsg: wake-ups of blocked broker threads per message
+	// (measured: sweep's wakeups_per_s over its achieved rate, the
+	// threads' voluntary switches; predicted: the model's). The cost law
+	// of UtilParts is evaluated at the measured one.
+	WakeupsPerMsg float64      `json:"wakeups_per_msg,omitempty"`
+	Latency       LatencyStats `json:"latency"`
 	// LatencyBins is the latency distribution: logarithmic bins, 20 per
 	// decade, empty ones left out.
 	LatencyBins []PredictionBin `json:"latency_bins,omitempty"`
@@ -133,6 +138,27 @@ type PredictionErrors struct {
 	LatencyChecked bool `json:"latency_checked"`
 	MedianOK       bool `json:"median_ok"`
 	P99OK          bool `json:"p99_ok"`
+	// UtilParts splits BrokerUtilPP where the step's wake-ups were
+	// measured and the calibration has the cost per wake-up; nil
+	// otherwise.
+	UtilParts *PredictionUtilParts `json:"broker_util_parts,omitempty"`
+}
+
+// PredictionUtilParts splits a row's utilisation error in two at the
+// calibrated cost law, U = background + msg_cost × messages/s +
+// wake_cost × (wake-ups/s − background_wakeups), evaluated at the
+// step's measured rate and wake-ups (LawUtil). LawPP = 100·(LawUtil −
+// measured): how far the broker's own CPU per message and per wake-up
+// at this step were from the constants fitted — the broker's costs
+// changed (batching, a cold CPU, a compiler). SimulationPP =
+// 100·(predicted − LawUtil): what the simulated pipeline does
+// differently from the broker at the same costs — how often its threads
+// wake, poll and park (SwitchesPerMsg, predicted against measured). The
+// two add up to BrokerUtilPP.
+type PredictionUtilParts struct {
+	LawUtil      float64 `json:"law_util"` // CPUs
+	LawPP        float64 `json:"law_pp"`
+	SimulationPP float64 `json:"simulation_pp"`
 }
 
 // PredictionSimStats say how the simulation went at one rate.

@@ -79,8 +79,8 @@ table() {
 import json, sys
 p = json.load(open(sys.argv[1]))
 us = lambda ns: "%.0f µs" % (ns / 1e3) if ns < 1e7 else "%.1f ms" % (ns / 1e6)
-print("| pattern | asked msg/s | arrivals' CV measured | model | measured msg/s | predicted | broker CPU measured | predicted | error | p50 measured | predicted | p99 measured | predicted |")
-print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| pattern | asked msg/s | arrivals' CV measured | model | measured msg/s | predicted | broker CPU measured | predicted | error | of it: costs / simulation | wake-ups per msg measured / model | p50 measured | predicted | p99 measured | predicted |")
+print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 cv = lambda v: "%.2f" % v["arrival_cv"] if v.get("arrival_cv") is not None else "–"
 for r in p["rows"]:
     m, q, e = r.get("measured"), r["predicted"], r.get("errors")
@@ -90,9 +90,15 @@ for r in p["rows"]:
     # Judged without the JIT compiler threads' CPU, shown beside it.
     jit = m.get("jit_util", 0)
     util = "%.1f%%" % (100 * (m["broker_util"] - jit)) + (" +%.1f%% JIT" % (100 * jit) if jit >= 0.0005 else "")
-    print("| %s | %.0f | %s | %s | %.0f | %.0f | %s | %.1f%% | %+.1f pp%s | %s | %s | %s | %s |" % (
+    # The error split at the fitted cost law (prediction.json
+    # broker_util_parts): the broker's costs moving, or the simulation's
+    # wake-ups.
+    parts = e.get("broker_util_parts")
+    split = "%+.1f / %+.1f" % (parts["law_pp"], parts["simulation_pp"]) if parts else "–"
+    wakes = "%.2f / %.2f" % (m.get("wakeups_per_msg", 0), q.get("wakeups_per_msg", 0))
+    print("| %s | %.0f | %s | %s | %.0f | %.0f | %s | %.1f%% | %+.1f pp%s | %s | %s | %s | %s | %s | %s |" % (
         r["pattern"], r["rate"], cv(m), cv(q), m["throughput"], q["throughput"], util, 100 * q["broker_util"],
-        e["broker_util_pp"], note, us(m["latency"]["p50_ns"]), us(q["latency"]["p50_ns"]),
+        e["broker_util_pp"], note, split, wakes, us(m["latency"]["p50_ns"]), us(q["latency"]["p50_ns"]),
         us(m["latency"]["p99_ns"]), us(q["latency"]["p99_ns"])))
 print()
 for g in p["goals"]:

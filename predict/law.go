@@ -1,0 +1,58 @@
+package predict
+
+import (
+	"fmt"
+
+	"github.com/brokertrace/brokertrace/recfile"
+)
+
+// costLaw is the broker's CPU as calibrate fitted it over the windows of
+// the calibrating steps: background + msg_cost per message + wake_cost
+// per wake-up beyond the background's. Evaluated at a step's measured
+// rate and wake-ups it says which part of the model's error at that step
+// is the broker's costs moving away from the fitted constants, and which
+// is the simulation waking, polling and parking otherwise than the
+// broker did.
+type costLaw struct {
+	bg, bgWakes   float64 // CPUs, 1/s
+	msgNs, wakeNs float64
+}
+
+// newCostLaw reads the law from cal; nil when cal has no cost per
+// wake-up (an older calibration, or a fit that could not separate it).
+func newCostLaw(cal *recfile.Calibration) *costLaw {
+	msg, ok1 := cal.Param(recfile.CalMsgCost)
+	wake, ok2 := cal.Param(recfile.CalWakeCost)
+	if !ok1 || !ok2 || wake.Value <= 0 {
+		return nil
+	}
+	bg, _ := cal.Param(recfile.CalBackground)
+	bgWakes, _ := cal.Param(recfile.CalBackgroundWakes)
+	return &costLaw{bg: bg.Value, bgWakes: bgWakes.Value, msgNs: msg.Value, wakeNs: wake.Value}
+}
+
+// util is the law's CPU at rate msg/s and wakes wake-ups/s.
+func (l *costLaw) util(rate, wakes float64) float64 {
+	return l.bg + (l.msgNs*rate+l.wakeNs*(wakes-l.bgWakes))/1e9
+}
+
+// split sets r's UtilParts where the step's wake-ups were measured.
+func (l *costLaw) split(r *recfile.PredictionRow) {
+	meas, e := r.Measured, r.Errors
+	if l == nil || meas == nil || e == nil || meas.WakeupsPerMsg <= 0 || meas.Throughput <= 0 {
+		return
+	}
+	u := l.util(meas.Throughput, meas.WakeupsPerMsg*meas.Throughput)
+	e.UtilParts = &recfile.PredictionUtilParts{LawUtil: u, LawPP: 100 * (u - meas.WarmUtil()), SimulationPP: 100 * (r.Predicted.BrokerUtil - u)}
+}
+
+// partsText says where a row's utilisation error comes from, for the
+// goal's verdict: "" without UtilParts.
+func partsText(r recfile.PredictionRow) string {
+	p := r.Errors.UtilParts
+	if p == nil {
+		return ""
+	}
+	return fmt.Sprintf("; of it, %+.1f pp the broker's costs against the fitted law and %+.1f pp the simulation against the law (%.2f wake-ups per message where the broker had %.2f)",
+		p.LawPP, p.SimulationPP, r.Predicted.WakeupsPerMsg, r.Measured.WakeupsPerMsg)
+}
