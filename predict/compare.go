@@ -145,6 +145,7 @@ func Goals(rows []recfile.PredictionRow, sat recfile.PredictionSaturation) []rec
 		satGoal.Detail = fmt.Sprintf("not measured: predicted %.0f msg/s; %s, it carried %.0f msg/s: the prediction is %s that bound",
 			sat.Predicted, why, sat.Measured, side)
 	}
+	satGoal.Detail += satText(sat)
 	return []recfile.PredictionGoal{
 		util.done("no measured rate below saturation to compare"), satGoal,
 		med.done("no measured latency below 80% utilisation to compare"),

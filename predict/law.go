@@ -36,6 +36,31 @@ func (l *costLaw) util(rate, wakes float64) float64 {
 	return l.bg + (l.msgNs*rate+l.wakeNs*(wakes-l.bgWakes))/1e9
 }
 
+// capacity is the rate at which the law's CPU reaches cpus with
+// wakesPerMsg wake-ups a message.
+func (l *costLaw) capacity(cpus int, wakesPerMsg float64) float64 {
+	return (float64(cpus) - l.bg + l.wakeNs*l.bgWakes/1e9) * 1e9 / (l.msgNs + l.wakeNs*wakesPerMsg)
+}
+
+// saturation sets s's law capacity at the peak step's wake-ups.
+func (l *costLaw) saturation(s *recfile.PredictionSaturation, peak *recfile.SweepStep, cpus int) {
+	if l == nil || peak == nil || peak.WakeupsPerSec <= 0 || peak.RateAchieved <= 0 {
+		return
+	}
+	s.WakeupsPerMsg = peak.WakeupsPerSec / peak.RateAchieved
+	s.LawPredicted = l.capacity(cpus, s.WakeupsPerMsg)
+}
+
+// satText says, for the saturation verdict, what the law gives at the
+// broker's peak: "" without it.
+func satText(s recfile.PredictionSaturation) string {
+	if s.LawPredicted <= 0 || s.Measured <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("; at its peak the broker's threads woke %.2f times per message, and at those the fitted cost law gives %.0f msg/s (%+.1f%%), where the model's woke %.2f at its saturation",
+		s.WakeupsPerMsg, s.LawPredicted, 100*(s.LawPredicted/s.Measured-1), s.ModelWakeupsPerMsg)
+}
+
 // split sets r's UtilParts where the step's wake-ups were measured.
 func (l *costLaw) split(r *recfile.PredictionRow) {
 	meas, e := r.Measured, r.Errors

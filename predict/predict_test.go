@@ -347,6 +347,15 @@ func TestRunUtilParts(t *testing.T) {
 			t.Errorf("row %d: the model's wake-ups per message %v", i, r.Predicted.WakeupsPerMsg)
 		}
 	}
+	// The law's capacity at the peak step's (step 0's) 3.01 wake-ups a
+	// message: 0.996 CPU + 5 µs × 10/s over 10 µs + 3.01 × 5 µs.
+	sat := p.Saturation
+	if want := (1 - 0.004 + 5e-5) * 1e9 / (10000 + 5000*3.01); math.Abs(sat.LawPredicted-want) > 1e-6 || sat.WakeupsPerMsg != 3.01 || sat.ModelWakeupsPerMsg <= 0 {
+		t.Errorf("saturation: law %v msg/s at %v wake-ups per message (model %v), want %v at 3.01", sat.LawPredicted, sat.WakeupsPerMsg, sat.ModelWakeupsPerMsg, want)
+	}
+	if g := p.Goals[1].Detail; !strings.Contains(g, "woke 3.01 times per message, and at those the fitted cost law gives 39762 msg/s") {
+		t.Errorf("saturation verdict %q: want the law's capacity", g)
+	}
 	if g := p.Goals[0].Detail; !strings.Contains(g, "at bursty 1000 msg/s") || !strings.Contains(g, "-18.5 pp the broker's costs against the fitted law") || !strings.Contains(g, "where the broker had 0.31") {
 		t.Errorf("utilisation verdict %q: want the worst row's parts", g)
 	}

@@ -39,7 +39,7 @@ func repeatability(cal *recfile.Calibration, rows []recfile.PredictionRow, again
 			r.WorstPP, r.Pattern, r.Rate, r.Measured, r.Calibrating, r.ModelPP = d, row.Pattern, row.Rate, m.WarmUtil(), u, e.BrokerUtilPP
 		}
 	}
-	if first, ok, _ := measuredPeak(cal.Steps); ok && against.Reached && !against.HeldByLoad && against.Measured > 0 {
+	if first, ok, _, _ := measuredPeak(cal.Steps); ok && against.Reached && !against.HeldByLoad && against.Measured > 0 {
 		r.PeakCompared, r.PeakPct = true, 100*(against.Measured/first-1)
 	}
 	return r

@@ -142,7 +142,7 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 // pile up between them); bounded, the first thread waits for room as
 // the broker's reading thread does under flow control.
 func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, steps []recfile.SweepStep, jobs []job, opt Options) error {
-	peak, reached, held := measuredPeak(steps)
+	peak, reached, held, at := measuredPeak(steps)
 	top := peak
 	if pp, ok := cal.Param(recfile.CalPeakThroughput); ok {
 		top = max(top, pp.Value)
@@ -157,22 +157,27 @@ func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, s
 	if err != nil {
 		return fmt.Errorf("saturation run at %.0f msg/s: %w", 3*top, err)
 	}
-	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached, HeldByLoad: held && !reached}
+	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached, HeldByLoad: held && !reached,
+		ModelWakeupsPerMsg: res.WakeupsPerMsg}
 	CompareSaturation(&p.Saturation)
+	newCostLaw(cal).saturation(&p.Saturation, at, m.CPUs)
 	return nil
 }
 
-// measuredPeak is the highest rate the finished steps achieved; reached
-// says a step saturated with the broker's CPU (or no known bottleneck)
-// full, held that steps saturated only because the load's CPUs were: a
-// step held back by the load's CPUs saturated the load, not the broker.
-func measuredPeak(steps []recfile.SweepStep) (peak float64, reached, held bool) {
-	for _, s := range steps {
+// measuredPeak is the highest rate the finished steps achieved, and the
+// step that did (at); reached says a step saturated with the broker's
+// CPU (or no known bottleneck) full, held that steps saturated only
+// because the load's CPUs were: a step held back by the load's CPUs
+// saturated the load, not the broker.
+func measuredPeak(steps []recfile.SweepStep) (peak float64, reached, held bool, at *recfile.SweepStep) {
+	for i, s := range steps {
 		if s.Status == "" || s.Status == recfile.SweepDone {
-			peak = max(peak, s.RateAchieved)
+			if s.RateAchieved > peak {
+				peak, at = s.RateAchieved, &steps[i]
+			}
 			reached = reached || s.Saturated && s.Bottleneck != recfile.BottleneckLoad
 			held = held || s.Saturated && s.Bottleneck == recfile.BottleneckLoad
 		}
 	}
-	return peak, reached, held
+	return peak, reached, held, at
 }

@@ -185,6 +185,15 @@ type PredictionSaturation struct {
 	HeldByLoad bool    `json:"held_by_load,omitempty"`
 	ErrorPct   float64 `json:"error_pct"`
 	OK         bool    `json:"ok"` // within 5% (reached), or not below the bound
+	// The same split as a row's UtilParts: LawPredicted (msg/s) is the
+	// fitted cost law's capacity at the wake-ups per message the broker
+	// had at its peak step (WakeupsPerMsg): (CPUs − background +
+	// wake_cost × background_wakeups) / (msg_cost + wake_cost ×
+	// WakeupsPerMsg); ModelWakeupsPerMsg the model's at its saturation.
+	// Absent without the cost law or the peak step's wake-ups.
+	LawPredicted       float64 `json:"law_predicted,omitempty"`
+	WakeupsPerMsg      float64 `json:"wakeups_per_msg,omitempty"`
+	ModelWakeupsPerMsg float64 `json:"model_wakeups_per_msg,omitempty"`
 }
 
 // PredictionRepeat compares the sweep predict --against judged on with

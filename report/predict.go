@@ -319,17 +319,33 @@ func predictFacts(p *recfile.Prediction) [][2]string {
 		{"sweep", sweep},
 		{"simulated", fmt.Sprintf("%s messages per rate after %s of warm-up, seed %d, %s demands, queue capacity %d (0: unbounded), pattern %s",
 			fmtCount(o.Messages), fmtCount(o.Warmup), o.Seed, o.Demand, o.QueueCapacity, o.Pattern)},
-		{"saturation", fmt.Sprintf("predicted %s msg/s, measured %s msg/s (%+.1f%%)", predictRate(p.Saturation.Predicted), predictRate(p.Saturation.Measured), p.Saturation.ErrorPct)},
+		{"saturation", predictSaturation(p.Saturation)},
 	}
+}
+
+// predictSaturation is the saturation fact, with the fitted cost law's
+// capacity at the broker's wake-ups where known.
+func predictSaturation(s recfile.PredictionSaturation) string {
+	t := fmt.Sprintf("predicted %s msg/s, measured %s msg/s (%+.1f%%)", predictRate(s.Predicted), predictRate(s.Measured), s.ErrorPct)
+	if s.LawPredicted > 0 {
+		t += fmt.Sprintf("; the fitted cost law at the broker's %.2f wake-ups per message at its peak: %s msg/s (the model wakes %.2f per message at its saturation)",
+			s.WakeupsPerMsg, predictRate(s.LawPredicted), s.ModelWakeupsPerMsg)
+	}
+	return t
 }
 
 func predictErrorTable(p *recfile.Prediction) htmlTable {
 	t := htmlTable{ID: "table-predict-errors", Title: "Error per rate",
-		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±3 below saturation), measured without a JVM's JIT compiler threads (their CPU shown as +JIT: a just-started JVM's warm-up); latency as predicted/measured (goals below 80% utilisation: median within 1.5×, p99 within 3×).",
-		Head: []string{"pattern", "rate asked", "step", "throughput pred", "meas", "err %", "broker util pred", "meas", "err pp", "p50 pred", "meas", "ratio", "p99 pred", "meas", "ratio", "switches/msg (model)"}}
+		Note: "Throughput error in % of the measured; broker utilisation in percentage points of one CPU (goal ±3 below saturation), measured without a JVM's JIT compiler threads (their CPU shown as +JIT: a just-started JVM's warm-up); latency as predicted/measured (goals below 80% utilisation: median within 1.5×, p99 within 3×). The utilisation error splits at the fitted cost law (background + msg_cost per message + wake_cost per wake-up) at the measured rate and wake-ups: costs = the law − the measured (the broker's costs moved), simulation = the predicted − the law (the model wakes, polls and parks otherwise; wake-ups per message beside it).",
+		Head: []string{"pattern", "rate asked", "step", "throughput pred", "meas", "err %", "broker util pred", "meas", "err pp", "p50 pred", "meas", "ratio", "p99 pred", "meas", "ratio",
+			"of the err pp: costs / simulation", "wake-ups/msg model", "meas", "switches/msg (model)"}}
 	for _, r := range p.Rows {
 		row := []string{r.Pattern, predictRate(r.Rate), fmt.Sprint(r.Step), predictRate(r.Predicted.Throughput), "–", "–", fmtNum(r.Predicted.BrokerUtil, 3), "–", "–",
-			fmtNs(float64(r.Predicted.Latency.P50Ns)), "–", "–", fmtNs(float64(r.Predicted.Latency.P99Ns)), "–", "–", fmtNum(r.Predicted.SwitchesPerMsg, 2)}
+			fmtNs(float64(r.Predicted.Latency.P50Ns)), "–", "–", fmtNs(float64(r.Predicted.Latency.P99Ns)), "–", "–",
+			"–", fmtNum(r.Predicted.WakeupsPerMsg, 2), "–", fmtNum(r.Predicted.SwitchesPerMsg, 2)}
+		if m, e := r.Measured, r.Errors; m != nil && e != nil && e.UtilParts != nil {
+			row[15], row[17] = fmt.Sprintf("%+.1f / %+.1f", e.UtilParts.LawPP, e.UtilParts.SimulationPP), fmtNum(m.WakeupsPerMsg, 2)
+		}
 		if m, e := r.Measured, r.Errors; m != nil && e != nil {
 			util := fmt.Sprintf("%+.1f", e.BrokerUtilPP)
 			if !e.UtilChecked {

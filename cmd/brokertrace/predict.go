@@ -162,10 +162,10 @@ func predictWrite(p *recfile.Prediction, out string, noReport bool) error {
 // then the saturation and the goals.
 func predictText(w io.Writer, p *recfile.Prediction, out string) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pattern\trate\tthroughput\tmeasured\terr %\tbroker util\tmeasured\terr pp\tp50\tmeasured\tratio\tp99\tmeasured\tratio\t")
+	fmt.Fprintln(tw, "pattern\trate\tthroughput\tmeasured\terr %\tbroker util\tmeasured\terr pp\tcosts/sim\tp50\tmeasured\tratio\tp99\tmeasured\tratio\t")
 	for _, r := range p.Rows {
 		pr := r.Predicted
-		cols := []string{r.Pattern, fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf("%.0f", pr.Throughput), "-", "-", fmt.Sprintf("%.3f", pr.BrokerUtil), "-", "-",
+		cols := []string{r.Pattern, fmt.Sprintf("%.0f", r.Rate), fmt.Sprintf("%.0f", pr.Throughput), "-", "-", fmt.Sprintf("%.3f", pr.BrokerUtil), "-", "-", "-",
 			predictDur(pr.Latency.P50Ns), "-", "-", predictDur(pr.Latency.P99Ns), "-", "-"}
 		if m, e := r.Measured, r.Errors; m != nil && e != nil {
 			pp := fmt.Sprintf("%+.1f", e.BrokerUtilPP)
@@ -173,7 +173,10 @@ func predictText(w io.Writer, p *recfile.Prediction, out string) {
 				pp += " sat"
 			}
 			cols[3], cols[4], cols[6], cols[7] = fmt.Sprintf("%.0f", m.Throughput), fmt.Sprintf("%+.1f", e.ThroughputPct), report.MeasuredUtil(m), pp
-			cols[9], cols[10], cols[12], cols[13] = predictDur(m.Latency.P50Ns), predictRatio(e.MedianRatio), predictDur(m.Latency.P99Ns), predictRatio(e.P99Ratio)
+			if u := e.UtilParts; u != nil {
+				cols[8] = fmt.Sprintf("%+.1f/%+.1f", u.LawPP, u.SimulationPP)
+			}
+			cols[10], cols[11], cols[13], cols[14] = predictDur(m.Latency.P50Ns), predictRatio(e.MedianRatio), predictDur(m.Latency.P99Ns), predictRatio(e.P99Ratio)
 		}
 		for _, c := range cols {
 			fmt.Fprint(tw, c, "\t")
