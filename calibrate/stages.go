@@ -54,9 +54,13 @@ func (c *calibration) stages() error {
 	how := fmt.Sprintf("demand_per_msg / (Σ trimmed stage means × (1 + system_share)) = %.0f / (%.0f × %.3f): the measured demands, scaled to sustain the peak throughput", demand, sum, 1+c.share)
 	if c.msgCost > 0 {
 		// The wake-up fit split the broker's CPU: the stages carry
-		// msg_cost, the model's wake-ups the rest.
-		scale = c.msgCost / sum
-		how = fmt.Sprintf("msg_cost / Σ trimmed stage means = %.0f / %.0f: the measured stage shares, scaled to the CPU per message without its wake-ups", c.msgCost, sum)
+		// msg_cost and the hand-offs, the model's wake-ups the rest.
+		w, err := c.handOffs()
+		if err != nil {
+			return err
+		}
+		scale = (c.msgCost + w*c.wakeCost) / sum
+		how = fmt.Sprintf("(msg_cost + hand_offs × wake_cost) / Σ trimmed stage means = (%.0f + %.3f × %.0f) / %.0f: the measured stage shares, scaled to the CPU per message without its wake-ups but those it makes however busy the broker", c.msgCost, w, c.wakeCost, sum)
 	}
 	c.add(recfile.CalParam{Name: recfile.CalDemandScale, Value: scale, Unit: "1", Source: "sweep", Steps: indexes(near), Derivation: how})
 	for i, d := range data {
@@ -287,4 +291,47 @@ func mean(xs []float64) float64 {
 		s += x
 	}
 	return s / float64(len(xs))
+}
+
+// handOffFull: a peak step whose broker used at least this share of its
+// CPUs had its queues full: its wake-ups were hand-offs, not wake-ups
+// from idle.
+const handOffFull = 0.95
+
+// handOffs is how many times per message the broker's threads woke at a
+// peak that filled its CPUs, beyond the idle step's wake-ups. With work
+// always waiting there, no thread woke because a message ended its idle:
+// these are the hand-offs between its threads that every message makes
+// however busy the broker (ActiveMQ: 0.56 a message at its 45 416 msg/s
+// on 2026-11-29, where nats-server and RabbitMQ made none), and the
+// stages carry their cost, wake_cost each, where the model's own
+// wake-ups, which vanish once its queues never empty, would leave it out
+// — and put the model's saturation 27% above the broker's. 0 when the
+// peak did not fill the CPUs (it held wake-ups from idle).
+func (c *calibration) handOffs() (float64, error) {
+	p := recfile.CalParam{Name: recfile.CalHandOffs, Unit: "1", Source: "sweep", Steps: []int{c.peak.Index}}
+	cpus := float64(max(c.cal.CPUs, 1))
+	if c.peak.BrokerUtil < handOffFull*cpus {
+		p.Derivation = fmt.Sprintf("0: the peak step %d used %.3f of the broker's %g CPUs, below %.0f%%: its wake-ups were not all hand-offs", c.peak.Index, c.peak.BrokerUtil, cpus, 100*handOffFull)
+		c.add(p)
+		return 0, nil
+	}
+	pts, _, err := wakePoints(c.peak)
+	if err != nil {
+		return 0, fmt.Errorf("step %d: %w", c.peak.Index, err)
+	}
+	var msgs, wakes float64
+	for _, pt := range pts {
+		msgs, wakes = msgs+pt.msgs, wakes+pt.wakes
+		if c.bg != nil {
+			wakes -= c.bg.wakes
+		}
+	}
+	if msgs > 0 {
+		p.Value = max(0, wakes/msgs)
+	}
+	p.Derivation = fmt.Sprintf("the broker threads' voluntary switches per message%s over %d windows of the peak step %d, which used %.3f of its %g CPUs: hand-offs between its threads that every message makes, carried by the stages at wake_cost each",
+		c.bg.less("wake-ups"), len(pts), c.peak.Index, c.peak.BrokerUtil, cpus)
+	c.add(p)
+	return p.Value, nil
 }

@@ -77,6 +77,10 @@ const (
 	CalSpin            = "spin"         // ns: how long the model's idle CPU polls before parking
 	CalWakeLatency     = "wake_latency" // ns: how late a thread woken onto a parked CPU starts
 	CalPathLatency     = "path_latency" // ns: latency in a message's path the model's stages leave out
+	// CalHandOffs: the broker threads' wake-ups per message at a peak
+	// that filled its CPUs, which the stages' demands carry at wake_cost
+	// each (1; 0: the peak did not fill them).
+	CalHandOffs = "hand_offs"
 
 	CalSystemMsgCost  = "system_msg_cost"  // ns: CPU outside the broker per message, the system stage's mean
 	CalSystemWakeCost = "system_wake_cost" // ns: CPU outside the broker per wake-up of a broker thread
