@@ -259,7 +259,10 @@ func TestSweepLoadHeldBack(t *testing.T) {
 	// The CPU's busy time is read by a thread on it, which the busy loops
 	// delay: paired with the recorder's time of the reading, not its own,
 	// a CPU never idle read 0.85 busy in CI.
-	sw := burnSweep(t, bin, 20, "--rates", "10000", "--step", "4s", "--record-flag=--self-cpus=0")
+	// 20 000 msg/s asked, twice what the load carried beside the loops
+	// (9 718 in CI at 10 000 asked: 97%, a step that kept up); the relay
+	// at 20 µs a message would still be below 0.6 CPU at 20 000.
+	sw := burnSweep(t, bin, 20, "--rates", "20000", "--step", "4s", "--record-flag=--self-cpus=0")
 	st := sw.Steps[0]
 	t.Logf("asked %.0f msg/s, achieved %.1f; broker %.3f CPU, load's CPU %.3f busy; bottleneck %q; knee: %+v",
 		st.RateAsked, st.RateAchieved, st.BrokerUtil, st.LoadCPUsBusy, st.Bottleneck, sw.Knee)
