@@ -320,16 +320,11 @@ func (c *calibration) handOffs() (float64, error) {
 	if err != nil {
 		return 0, fmt.Errorf("step %d: %w", c.peak.Index, err)
 	}
-	var msgs, wakes float64
-	for _, pt := range pts {
-		msgs, wakes = msgs+pt.msgs, wakes+pt.wakes
-		if c.bg != nil {
-			wakes -= c.bg.wakes
-		}
+	bg := 0.0
+	if c.bg != nil {
+		bg = c.bg.wakes
 	}
-	if msgs > 0 {
-		p.Value = max(0, wakes/msgs)
-	}
+	p.Value = max(0, wakesPerMsg(pts, bg))
 	p.Derivation = fmt.Sprintf("the broker threads' voluntary switches per message%s over %d windows of the peak step %d, which used %.3f of its %g CPUs: hand-offs between its threads that every message makes, carried by the stages at wake_cost each",
 		c.bg.less("wake-ups"), len(pts), c.peak.Index, c.peak.BrokerUtil, cpus)
 	c.add(p)

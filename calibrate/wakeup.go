@@ -69,6 +69,19 @@ func schedPoints(s *step, keep func(*recfile.SchedRow) bool) (pts []wakePoint, j
 	return pts, jitNs, err
 }
 
+// wakesPerMsg is the wake-ups per message over the windows pts, each
+// window's less bg wake-ups/s; 0 without messages.
+func wakesPerMsg(pts []wakePoint, bg float64) float64 {
+	var msgs, wakes float64
+	for _, p := range pts {
+		msgs, wakes = msgs+p.msgs, wakes+p.wakes-bg
+	}
+	if msgs <= 0 {
+		return 0
+	}
+	return wakes / msgs
+}
+
 // fitThroughOrigin solves min Σ (util − d·msgs − w·wakes)² by the normal
 // equations; ok is false when the two regressors cannot be told apart
 // (every window with the same wake-ups per message) or a cost comes out
@@ -206,12 +219,9 @@ func (c *calibration) wakeModel() error {
 	if err != nil || len(pts) == 0 {
 		return fmt.Errorf("step %d: no scheduler windows for the wake-ups per message: %v", low.Index, err)
 	}
-	var msgs, wakes float64
-	for _, p := range pts {
-		msgs, wakes = msgs+p.msgs, wakes+p.wakes
-	}
-	perMsg := wakes / msgs * c.wakeCost // ns of wake-ups per message at the lowest rate
-	target := map[int]float64{}         // the broker's utilisation without its JIT compiler
+	wpm := wakesPerMsg(pts, 0)
+	perMsg := wpm * c.wakeCost  // ns of wake-ups per message at the lowest rate
+	target := map[int]float64{} // the broker's utilisation without its JIT compiler
 	for _, st := range below {
 		_, jit, err := wakePoints(st)
 		if err != nil {
@@ -232,7 +242,7 @@ func (c *calibration) wakeModel() error {
 		c.warn("wake_penalty: no polling time gave the model a non-negative wake penalty: the model pays msg_cost only")
 		return nil
 	}
-	how := fmt.Sprintf("at step %d (lowest rate, %.1f msg/s) the broker's threads woke %.2f times per message: %.0f ns of wake-ups per message", low.Index, low.RateAchieved, wakes/msgs, perMsg)
+	how := fmt.Sprintf("at step %d (lowest rate, %.1f msg/s) the broker's threads woke %.2f times per message: %.0f ns of wake-ups per message", low.Index, low.RateAchieved, wpm, perMsg)
 	c.add(recfile.CalParam{Name: recfile.CalSpin, Value: best.spin, Unit: "ns", Source: "sweep", Steps: indexes(below),
 		Derivation: fmt.Sprintf("of %d polling times from 0 to wake_cost and %d wake-up latencies from 0 to %.0f µs, the pair whose model reproduces the broker's utilisation (without its JIT compiler threads) best over the %s steps below saturation (largest difference %.1f pp): model vs measured %s",
 			len(spinGrid), len(latencyGrid), latencyGrid[len(latencyGrid)-1]/1e3, c.opt.Pattern, 100*best.worst, strings.Join(best.text, ", "))})

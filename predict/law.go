@@ -31,9 +31,9 @@ func newCostLaw(cal *recfile.Calibration) *costLaw {
 	return &costLaw{bg: bg.Value, bgWakes: bgWakes.Value, msgNs: msg.Value, wakeNs: wake.Value}
 }
 
-// util is the law's CPU at rate msg/s and wakes wake-ups/s.
-func (l *costLaw) util(rate, wakes float64) float64 {
-	return l.bg + (l.msgNs*rate+l.wakeNs*(wakes-l.bgWakes))/1e9
+// util is the law's CPU at rate msg/s and wakesPerMsg wake-ups a message.
+func (l *costLaw) util(rate, wakesPerMsg float64) float64 {
+	return l.bg + (l.msgNs*rate+l.wakeNs*(wakesPerMsg*rate-l.bgWakes))/1e9
 }
 
 // capacity is the rate at which the law's CPU reaches cpus with
@@ -44,10 +44,10 @@ func (l *costLaw) capacity(cpus int, wakesPerMsg float64) float64 {
 
 // saturation sets s's law capacity at the peak step's wake-ups.
 func (l *costLaw) saturation(s *recfile.PredictionSaturation, peak *recfile.SweepStep, cpus int) {
-	if l == nil || peak == nil || peak.WakeupsPerSec <= 0 || peak.RateAchieved <= 0 {
+	if l == nil || peak == nil || wakeupsPerMsg(peak) <= 0 {
 		return
 	}
-	s.WakeupsPerMsg = peak.WakeupsPerSec / peak.RateAchieved
+	s.WakeupsPerMsg = wakeupsPerMsg(peak)
 	s.LawPredicted = l.capacity(cpus, s.WakeupsPerMsg)
 }
 
@@ -67,7 +67,7 @@ func (l *costLaw) split(r *recfile.PredictionRow) {
 	if l == nil || meas == nil || e == nil || meas.WakeupsPerMsg <= 0 || meas.Throughput <= 0 {
 		return
 	}
-	u := l.util(meas.Throughput, meas.WakeupsPerMsg*meas.Throughput)
+	u := l.util(meas.Throughput, meas.WakeupsPerMsg)
 	e.UtilParts = &recfile.PredictionUtilParts{LawUtil: u, LawPP: 100 * (u - meas.WarmUtil()), SimulationPP: 100 * (r.Predicted.BrokerUtil - u)}
 }
 
@@ -80,4 +80,12 @@ func partsText(r recfile.PredictionRow) string {
 	}
 	return fmt.Sprintf("; of it, %+.1f pp the broker's costs against the fitted law and %+.1f pp the simulation against the law (%.2f wake-ups per message where the broker had %.2f)",
 		p.LawPP, p.SimulationPP, r.Predicted.WakeupsPerMsg, r.Measured.WakeupsPerMsg)
+}
+
+// wakeupsPerMsg is a step's wake-ups per message; 0 unknown.
+func wakeupsPerMsg(s *recfile.SweepStep) float64 {
+	if s.RateAchieved <= 0 {
+		return 0
+	}
+	return s.WakeupsPerSec / s.RateAchieved
 }

@@ -106,7 +106,7 @@ func Run(calPath string, opt Options) (*recfile.Prediction, error) {
 	for i := range p.Rows {
 		law.split(&p.Rows[i])
 	}
-	if err := saturation(p, m, &cal, steps, jobs, opt); err != nil {
+	if err := saturation(p, m, &cal, law, steps, jobs, opt); err != nil {
 		return nil, err
 	}
 	p.Goals = Goals(p.Rows, p.Saturation)

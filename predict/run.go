@@ -83,11 +83,7 @@ func bins(h *sim.Hist) []recfile.PredictionBin {
 
 // stepValues are what sweep.json measured at a step.
 func stepValues(s *recfile.SweepStep) *recfile.PredictionValues {
-	var wakes float64
-	if s.RateAchieved > 0 {
-		wakes = s.WakeupsPerSec / s.RateAchieved
-	}
-	return &recfile.PredictionValues{WakeupsPerMsg: wakes, Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
+	return &recfile.PredictionValues{WakeupsPerMsg: wakeupsPerMsg(s), Throughput: s.RateAchieved, BrokerUtil: s.BrokerUtil, JITUtil: s.JITUtil, SystemUtil: s.SystemUtil,
 		ArrivalCV: s.ArrivalCV, SwitchesPerMsg: s.SwitchesPerMsgThreads, Latency: s.LatencyNs, Saturated: s.Saturated}
 }
 
@@ -141,7 +137,7 @@ func stepLatencies(dir string, s *recfile.SweepStep, v *recfile.PredictionValues
 // CPU and the pipeline's slowest thread falls behind the first (tokens
 // pile up between them); bounded, the first thread waits for room as
 // the broker's reading thread does under flow control.
-func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, steps []recfile.SweepStep, jobs []job, opt Options) error {
+func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, law *costLaw, steps []recfile.SweepStep, jobs []job, opt Options) error {
 	peak, reached, held, at := measuredPeak(steps)
 	top := peak
 	if pp, ok := cal.Param(recfile.CalPeakThroughput); ok {
@@ -160,7 +156,7 @@ func saturation(p *recfile.Prediction, m *sim.Model, cal *recfile.Calibration, s
 	p.Saturation = recfile.PredictionSaturation{Predicted: res.Throughput, Measured: peak, Reached: reached, HeldByLoad: held && !reached,
 		ModelWakeupsPerMsg: res.WakeupsPerMsg}
 	CompareSaturation(&p.Saturation)
-	newCostLaw(cal).saturation(&p.Saturation, at, m.CPUs)
+	law.saturation(&p.Saturation, at, m.CPUs)
 	return nil
 }
 

@@ -343,10 +343,10 @@ func predictErrorTable(p *recfile.Prediction) htmlTable {
 		row := []string{r.Pattern, predictRate(r.Rate), fmt.Sprint(r.Step), predictRate(r.Predicted.Throughput), "–", "–", fmtNum(r.Predicted.BrokerUtil, 3), "–", "–",
 			fmtNs(float64(r.Predicted.Latency.P50Ns)), "–", "–", fmtNs(float64(r.Predicted.Latency.P99Ns)), "–", "–",
 			"–", fmtNum(r.Predicted.WakeupsPerMsg, 2), "–", fmtNum(r.Predicted.SwitchesPerMsg, 2)}
-		if m, e := r.Measured, r.Errors; m != nil && e != nil && e.UtilParts != nil {
-			row[15], row[17] = fmt.Sprintf("%+.1f / %+.1f", e.UtilParts.LawPP, e.UtilParts.SimulationPP), fmtNum(m.WakeupsPerMsg, 2)
-		}
 		if m, e := r.Measured, r.Errors; m != nil && e != nil {
+			if u := e.UtilParts; u != nil {
+				row[15], row[17] = fmt.Sprintf("%+.1f / %+.1f", u.LawPP, u.SimulationPP), fmtNum(m.WakeupsPerMsg, 2)
+			}
 			util := fmt.Sprintf("%+.1f", e.BrokerUtilPP)
 			if !e.UtilChecked {
 				util += " (saturated)"
